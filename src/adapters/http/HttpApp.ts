@@ -1,0 +1,79 @@
+import { OpenAPIHono } from "@hono/zod-openapi"
+import { Scalar } from "@scalar/hono-api-reference"
+import { Context, Effect, Exit } from "effect"
+import { bodyLimit } from "hono/body-limit"
+import { HTTPException } from "hono/http-exception"
+import { methodNotAllowed } from "hono/method-not-allowed"
+import { Sql } from "../../store/Sql.ts"
+import { sendStatus } from "./errors.ts"
+import { Api, type HttpServices } from "./route.ts"
+import { accountRoutes } from "./routes/accounts.ts"
+import { registryRoutes } from "./routes/registry.ts"
+
+/** No request body may exceed this, whatever the route; routes set smaller limits. */
+const MAX_REQUEST_BODY = 16 * 1024 * 1024
+
+/**
+ * The Hono application: `/health`, `/ready`, `/docs`, and the REST API under `/v1` with its
+ * OpenAPI document at `/v1/openapi.json`. It never listens; the entry point serves it.
+ */
+export const makeHttpApp = Effect.gen(function*() {
+  const context = yield* Effect.context<HttpServices>()
+  const sql = Context.get(context, Sql)
+
+  const app = new OpenAPIHono()
+  const v1 = new OpenAPIHono()
+  const api = new Api(v1, context)
+
+  app.use(methodNotAllowed({
+    app,
+    onMethodNotAllowed: (c, methods) =>
+      sendStatus(c, 405, "method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(", ")}`, {
+        Allow: methods.join(", ")
+      })
+  }))
+  app.use(bodyLimit({
+    maxSize: MAX_REQUEST_BODY,
+    onError: (c) => sendStatus(c, 413, "payload_too_large", `body: larger than ${MAX_REQUEST_BODY} bytes`)
+  }))
+
+  const health = () => ({ status: "ok" })
+  const ready = async () => {
+    const exit = await Effect.runPromiseExit(Effect.timeout(sql.query("SELECT 1"), "2 seconds"))
+    return Exit.isSuccess(exit)
+  }
+  for (const prefix of ["", "/v1"]) {
+    app.get(`${prefix}/health`, (c) => c.json(health()))
+    app.get(`${prefix}/ready`, async (c) =>
+      (await ready()) ? c.json({ status: "ready" }) : sendStatus(c, 503, "unavailable", "the store is not reachable", { "Retry-After": "1" }))
+  }
+
+  accountRoutes(api)
+  registryRoutes(api)
+
+  let document: unknown
+  v1.get("/openapi.json", (c) => {
+    document ??= v1.getOpenAPI31Document({
+      openapi: "3.1.0",
+      info: {
+        title: "Voltaic",
+        version: "1.0.0",
+        description: "Self-hosted IoT and energy-monitoring backend. REST under /v1; MQTT and CoAP for devices."
+      },
+      servers: [{ url: "/" }]
+    })
+    return c.json(document)
+  })
+  app.route("/v1", v1)
+  app.get("/docs", Scalar({ url: "/v1/openapi.json", pageTitle: "Voltaic API" }))
+
+  app.notFound((c) => sendStatus(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`))
+  app.onError((err, c) => {
+    if (err instanceof HTTPException) {
+      return sendStatus(c, err.status === 413 ? 413 : 400, err.status === 413 ? "payload_too_large" : "invalid_request", err.message)
+    }
+    console.error(`${c.req.method} ${c.req.path} failed:`, err)
+    return sendStatus(c, 500, "internal", "the server failed to answer this request; it has been logged")
+  })
+  return app
+})

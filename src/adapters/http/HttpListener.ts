@@ -1,0 +1,37 @@
+import { Context, Effect, Schema, type Scope } from "effect"
+
+/** The chosen address failed: in use, not permitted, or not an address of this host. */
+export class ListenFailed extends Schema.TaggedError<ListenFailed>()("ListenFailed", {
+  setting: Schema.String,
+  message: Schema.String
+}) {}
+
+export interface ListenOptions {
+  readonly port: number
+  readonly host: string
+  /** The setting that chose the port, named in errors (`PORT`). */
+  readonly setting: string
+}
+
+/**
+ * Serves a fetch handler on a port: the one runtime-specific piece of HTTP, provided by
+ * the entry file (`@hono/node-server` on Node, `Deno.serve` on Deno). Closed with the scope.
+ */
+export class HttpListener extends Context.Service<HttpListener, {
+  serve(
+    fetch: (request: Request) => Response | Promise<Response>,
+    options: ListenOptions
+  ): Effect.Effect<{ readonly port: number }, ListenFailed, Scope.Scope>
+}>()("voltaic/adapters/http/HttpListener") {}
+
+export const listenFailure = (options: ListenOptions, cause: unknown): ListenFailed => {
+  const code = typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : ""
+  const reason = code === "EADDRINUSE"
+    ? "is already in use"
+    : code === "EACCES"
+    ? "is not permitted"
+    : code === "EADDRNOTAVAIL"
+    ? "is not an address of this host"
+    : `cannot be opened (${cause instanceof Error ? cause.message : String(cause)})`
+  return new ListenFailed({ setting: options.setting, message: `${options.host}:${options.port} ${reason}` })
+}

@@ -1,0 +1,69 @@
+import { Effect, Predicate } from "effect"
+import type { Context } from "hono"
+import { InvalidInput, PayloadTooLarge, UnsupportedMediaType } from "../../domain/errors.ts"
+
+/** Bodies beyond this are refused with 413 before they are parsed. */
+export const JSON_BODY_LIMIT = 1024 * 1024
+
+/**
+ * `{"device.id": "x"}` → `{device: {id: "x"}}` (API-DECISIONS "Wire format": dotted keys
+ * are accepted exactly like nested objects). Nested objects given both ways are merged.
+ */
+export const expandDottedKeys = (value: unknown): unknown => {
+  if (!Predicate.isObject(value) || Array.isArray(value) || value instanceof Blob) return value
+  const out: Record<string, unknown> = {}
+  for (const [key, inner] of Object.entries(value)) {
+    const parts = key.split(".")
+    let target = out
+    for (const part of parts.slice(0, -1)) {
+      const next = target[part]
+      if (!Predicate.isObject(next) || Array.isArray(next)) target[part] = {}
+      target = target[part] as Record<string, unknown>
+    }
+    const last = parts[parts.length - 1]
+    const expanded = expandDottedKeys(inner)
+    const existing = target[last]
+    target[last] = Predicate.isObject(existing) && !Array.isArray(existing) && Predicate.isObject(expanded) && !Array.isArray(expanded)
+      ? { ...existing, ...expanded }
+      : expanded
+  }
+  return out
+}
+
+const mediaType = (c: Context): string => (c.req.header("content-type") ?? "").split(";")[0].trim().toLowerCase()
+
+/**
+ * Reads a request body as JSON, form-encoded or multipart (file parts stay `File`s) and
+ * expands dotted keys. An empty body is `{}`.
+ */
+export const readBody = (c: Context, limit: number = JSON_BODY_LIMIT) =>
+  Effect.gen(function*() {
+    const declared = Number(c.req.header("content-length") ?? "0")
+    if (declared > limit) return yield* new PayloadTooLarge({ limit })
+    const type = mediaType(c)
+    if (type === "multipart/form-data") {
+      const form = yield* Effect.tryPromise({
+        try: () => c.req.formData(),
+        catch: () => new InvalidInput({ field: "body", message: "body: malformed multipart/form-data" })
+      })
+      const fields: Record<string, unknown> = {}
+      form.forEach((value, key) => {
+        fields[key] = value
+      })
+      return expandDottedKeys(fields)
+    }
+    const text = yield* Effect.promise(() => c.req.text())
+    if (Buffer.byteLength(text) > limit) return yield* new PayloadTooLarge({ limit })
+    if (text.trim() === "") return {}
+    if (type === "application/json" || type.endsWith("+json") || type === "") {
+      if (type === "") return yield* new UnsupportedMediaType({ contentType: "(none)" })
+      return yield* Effect.try({
+        try: () => expandDottedKeys(JSON.parse(text)),
+        catch: (e) => new InvalidInput({ field: "body", message: `body: malformed JSON (${e instanceof Error ? e.message : "parse error"})` })
+      })
+    }
+    if (type === "application/x-www-form-urlencoded") {
+      return expandDottedKeys(Object.fromEntries(new URLSearchParams(text)))
+    }
+    return yield* new UnsupportedMediaType({ contentType: type })
+  })

@@ -1,0 +1,182 @@
+import { type OpenAPIHono, z } from "@hono/zod-openapi"
+import { Cause, Effect, Exit, type Context as EffectContext } from "effect"
+import type { Context } from "hono"
+import type { ContentfulStatusCode } from "hono/utils/http-status"
+import { type Access, allows, type Principal } from "../../auth/Principal.ts"
+import { Auth } from "../../auth/Auth.ts"
+import { type DomainError, Forbidden, InvalidInput } from "../../domain/errors.ts"
+import type { Sql, SqlError } from "../../store/Sql.ts"
+import { readBody } from "./body.ts"
+import { sendError, sendStatus } from "./errors.ts"
+
+export type HttpServices = Sql | Auth
+
+/** A non-default reply: status, headers, or a body that is not JSON. */
+export class Reply {
+  constructor(
+    readonly body: unknown,
+    readonly status: ContentfulStatusCode = 200,
+    readonly headers: Record<string, string> = {}
+  ) {}
+}
+
+type AnyObject = z.ZodType<Record<string, unknown>, Record<string, unknown>>
+
+export interface Input<P, Q, B, A extends Access | "public"> {
+  readonly principal: A extends "public" ? Principal | undefined : Principal
+  readonly params: P
+  readonly query: Q
+  readonly body: B
+  readonly c: Context
+}
+
+export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z.ZodType, A extends Access | "public"> {
+  readonly method: "get" | "post" | "put" | "delete"
+  /** Hono syntax (`/devices/:id`), relative to `/v1`. */
+  readonly path: string
+  readonly tag: string
+  readonly summary: string
+  readonly description?: string
+  readonly access: A
+  readonly params?: P
+  readonly query?: Q
+  readonly body?: B
+  readonly response: z.ZodType
+  readonly deprecated?: boolean
+  readonly handler: (
+    input: Input<z.output<P>, z.output<Q>, z.output<B>, A>
+  ) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
+}
+
+/** `Authorization: Bearer …` (empty counts as absent), else `?access_token=`, else `x-app-key`. */
+export const credentialOf = (c: Context): string | undefined => {
+  const header = c.req.header("authorization")
+  if (header !== undefined) {
+    const match = /^Bearer\s+(.*)$/i.exec(header.trim())
+    if (match && match[1].trim() !== "") return match[1].trim()
+  }
+  const query = c.req.query("access_token")
+  if (query !== undefined && query !== "") return query
+  const appKey = c.req.header("x-app-key")
+  return appKey !== undefined && appKey !== "" ? appKey : undefined
+}
+
+const firstIssue = (error: z.ZodError, prefix: string | undefined): InvalidInput => {
+  const issue = error.issues[0]
+  const path = issue.path.map(String).join(".")
+  const field = prefix === undefined ? path || "body" : path === "" ? prefix : path
+  const required = issue.code === "invalid_type" && /received undefined/.test(issue.message)
+  const message = required ? "is required" : issue.message
+  return new InvalidInput({ field, message: `${field}: ${message}` })
+}
+
+const validate = <S extends z.ZodType>(schema: S | undefined, value: unknown, prefix: string | undefined) => {
+  if (schema === undefined) return Effect.succeed(undefined as z.output<S>)
+  const result = schema.safeParse(value)
+  return result.success ? Effect.succeed(result.data) : Effect.fail(firstIssue(result.error, prefix))
+}
+
+const toOpenApiPath = (path: string) => `/v1${path.replace(/:([A-Za-z0-9_]+)/g, "{$1}")}`
+
+const errorSchema = z.object({
+  error: z.object({ status: z.number().int(), code: z.string(), message: z.string(), field: z.string().optional() })
+}).openapi("Error")
+
+/**
+ * The REST surface: each route is mounted on Hono with its validation and access rule,
+ * and registered in the OpenAPI registry from the same zod schemas.
+ */
+export class Api {
+  constructor(
+    readonly app: OpenAPIHono,
+    readonly context: EffectContext.Context<HttpServices>
+  ) {
+    this.app.openAPIRegistry.registerComponent("securitySchemes", "bearer", {
+      type: "http",
+      scheme: "bearer",
+      description: "Application key (a_sk_…), device secret key (d_sk_…) or user access token (u_at_…)"
+    })
+  }
+
+  route<P extends AnyObject, Q extends AnyObject, B extends z.ZodType, A extends Access | "public">(
+    spec: RouteSpec<P, Q, B, A>
+  ): void {
+    const run = Effect.runPromiseExitWith(this.context)
+    const needsBody = spec.body !== undefined
+    const program = (c: Context) =>
+      Effect.gen(function*() {
+        let principal: Principal | undefined
+        if (spec.access !== "public") {
+          const auth = yield* Auth
+          principal = yield* auth.authenticate(credentialOf(c))
+          if (!allows(principal, spec.access)) {
+            return yield* new Forbidden({ message: forbiddenMessage(principal, spec.access) })
+          }
+        }
+        const params = yield* validate(spec.params, c.req.param(), undefined)
+        const query = yield* validate(spec.query, c.req.query(), "query")
+        const body = needsBody ? yield* validate(spec.body, yield* readBody(c), undefined) : undefined
+        return yield* spec.handler({
+          principal: principal as Input<unknown, unknown, unknown, A>["principal"],
+          params: params as z.output<P>,
+          query: query as z.output<Q>,
+          body: body as z.output<B>,
+          c
+        })
+      })
+
+    this.app.on(spec.method.toUpperCase(), spec.path, async (c) => {
+      const exit = await run(program(c))
+      if (Exit.isSuccess(exit)) {
+        const value = exit.value
+        return value instanceof Reply ? c.json(value.body, value.status, value.headers) : c.json(value, 200)
+      }
+      const failure = exit.cause.reasons.find(Cause.isFailReason)
+      if (failure !== undefined && failure.error._tag !== "SqlError") return sendError(c, failure.error)
+      console.error(`${c.req.method} ${c.req.path} failed: ${Cause.pretty(exit.cause)}`)
+      return sendStatus(c, 500, "internal", "the server failed to answer this request; it has been logged")
+    })
+
+    this.app.openAPIRegistry.registerPath({
+      method: spec.method,
+      path: toOpenApiPath(spec.path),
+      tags: [spec.tag],
+      summary: spec.summary,
+      description: spec.description,
+      deprecated: spec.deprecated,
+      security: spec.access === "public" ? [] : [{ bearer: [] }],
+      request: {
+        params: spec.params as z.ZodObject | undefined,
+        query: spec.query as z.ZodObject | undefined,
+        body: spec.body === undefined ? undefined : {
+          content: {
+            "application/json": { schema: spec.body },
+            "application/x-www-form-urlencoded": { schema: spec.body }
+          }
+        }
+      },
+      responses: {
+        200: { description: "Success", content: { "application/json": { schema: spec.response } } },
+        400: { description: "Invalid input; the message names the field", content: { "application/json": { schema: errorSchema } } },
+        ...(spec.access === "public" ? {} : {
+          401: { description: "Missing or invalid credential", content: { "application/json": { schema: errorSchema } } },
+          403: { description: "Credential without the right", content: { "application/json": { schema: errorSchema } } }
+        }),
+        404: { description: "Unknown id, or an id of another organisation", content: { "application/json": { schema: errorSchema } } }
+      }
+    })
+  }
+}
+
+const forbiddenMessage = (principal: Principal, access: Access): string => {
+  if (principal.kind === "device") return "a device key may only publish as its device and read itself"
+  if (principal.kind === "app" && principal.readOnly) return "this application key is read-only"
+  if (access === "platform") return "only the platform administrator may do this"
+  return "only an organisation admin may do this"
+}
+
+/** Lists: a bare array where the interface says "array of", else `{<plural>, count}`; both send X-Total-Count. */
+export const listReply = <T>(page: { items: Array<T>; total: number }, plural?: string): Reply =>
+  new Reply(plural === undefined ? page.items : { [plural]: page.items, count: page.total }, 200, {
+    "X-Total-Count": String(page.total)
+  })

@@ -1,0 +1,149 @@
+import { z } from "@hono/zod-openapi"
+import { Effect } from "effect"
+import { Auth } from "../../../auth/Auth.ts"
+import { hashSecret } from "../../../auth/secrets.ts"
+import { NotFound } from "../../../domain/errors.ts"
+import { newSecret } from "../../../domain/ids.ts"
+import { getOne, insertRow } from "../../../store/crud.ts"
+import { deviceQuery, devicesTable } from "../../../store/devices.ts"
+import { gatewayQuery, gatewaysTable } from "../../../store/gateways.ts"
+import { placeQuery, placesTable } from "../../../store/places.ts"
+import { productQuery, productsTable } from "../../../store/products.ts"
+import { spaceQuery, spacesTable } from "../../../store/spaces.ts"
+import { Sql } from "../../../store/Sql.ts"
+import { idParams } from "../params.ts"
+import type { Api } from "../route.ts"
+import {
+  createDeviceBody,
+  createGatewayBody,
+  createPlaceBody,
+  createProductBody,
+  createSpaceBody,
+  deviceSchema,
+  deviceWithSecretSchema,
+  gatewaySchema,
+  placeSchema,
+  productSchema,
+  spaceSchema,
+  updateDeviceBody,
+  updateGatewayBody,
+  updatePlaceBody,
+  updateProductBody,
+  updateSpaceBody
+} from "../schemas.ts"
+import { registerResource } from "./resources.ts"
+
+const forgetCredentials = Auth.use((auth) => auth.forget())
+
+/** Spaces, devices, products, places and gateways. */
+export const registryRoutes = (api: Api): void => {
+  api.route({
+    method: "get",
+    path: "/devices/me",
+    tag: "Devices",
+    summary: "The device of the calling device key",
+    access: "device",
+    response: deviceSchema,
+    handler: ({ principal }) => Sql.use((sql) => getOne(sql, deviceQuery, principal.organisationId, principal.id))
+  })
+
+  api.route({
+    method: "post",
+    path: "/devices/:id/secretKey",
+    tag: "Devices",
+    summary: "Rotate a device secret key",
+    description: "The old key stops working at once; the new one is shown only in this response.",
+    access: "write",
+    params: idParams,
+    response: z.object({ id: z.string(), secretKey: z.string() }),
+    handler: ({ principal, params }) =>
+      Effect.gen(function*() {
+        const sql = yield* Sql
+        const secretKey = newSecret("d_sk")
+        const rows = yield* sql.query(
+          "UPDATE devices SET secret_hash = $3, updated_at = $4 WHERE id = $1 AND organisation_id = $2 RETURNING id",
+          [params.id, principal.organisationId, hashSecret(secretKey), Date.now()]
+        )
+        if (rows.length === 0) return yield* new NotFound({ resource: "device", id: params.id })
+        yield* forgetCredentials
+        return { id: params.id, secretKey }
+      })
+  })
+
+  registerResource(api, {
+    path: "/devices",
+    tag: "Devices",
+    plural: undefined,
+    table: devicesTable,
+    query: deviceQuery,
+    schema: deviceSchema,
+    createBody: createDeviceBody,
+    updateBody: updateDeviceBody,
+    filters: {
+      "space.id": "space_id",
+      "place.id": "place_id",
+      "gateway.id": "gateway_id",
+      "product.id": "product_id",
+      "organisation.id": "organisation_id"
+    },
+    create: {
+      response: deviceWithSecretSchema,
+      handler: (organisationId, body) =>
+        Effect.gen(function*() {
+          const sql = yield* Sql
+          const secretKey = newSecret("d_sk")
+          const id = yield* insertRow(sql, devicesTable, organisationId, body, { secret_hash: hashSecret(secretKey) })
+          const device = yield* getOne(sql, deviceQuery, organisationId, id)
+          return { ...device, secretKey }
+        })
+    },
+    afterDelete: forgetCredentials
+  })
+
+  registerResource(api, {
+    path: "/spaces",
+    tag: "Spaces",
+    plural: "spaces",
+    table: spacesTable,
+    query: spaceQuery,
+    schema: spaceSchema,
+    createBody: createSpaceBody,
+    updateBody: updateSpaceBody,
+    filters: { country: "country" }
+  })
+
+  registerResource(api, {
+    path: "/products",
+    tag: "Products",
+    plural: "products",
+    table: productsTable,
+    query: productQuery,
+    schema: productSchema,
+    createBody: createProductBody,
+    updateBody: updateProductBody
+  })
+
+  registerResource(api, {
+    path: "/places",
+    tag: "Places",
+    plural: "places",
+    table: placesTable,
+    query: placeQuery,
+    schema: placeSchema,
+    createBody: createPlaceBody,
+    updateBody: updatePlaceBody,
+    filters: { "space.id": "space_id" }
+  })
+
+  registerResource(api, {
+    path: "/gateways",
+    tag: "Gateways",
+    plural: "gateways",
+    table: gatewaysTable,
+    query: gatewayQuery,
+    schema: gatewaySchema,
+    createBody: createGatewayBody,
+    updateBody: updateGatewayBody,
+    filters: { "product.id": "product_id" }
+  })
+}

@@ -1,0 +1,132 @@
+import { z } from "@hono/zod-openapi"
+import { Effect } from "effect"
+import { deleteRow, getOne, insertRow, listOf, type ResourceQuery, type Table, updateRow } from "../../../store/crud.ts"
+import { Sql, type SqlError } from "../../../store/Sql.ts"
+import type { DomainError } from "../../../domain/errors.ts"
+import { idParams, listParams } from "../params.ts"
+import { type Api, type HttpServices, listReply } from "../route.ts"
+import { deletedSchema } from "../schemas.ts"
+
+export interface ResourceSpec<T> {
+  /** `/spaces` */
+  readonly path: string
+  readonly tag: string
+  /** `{<plural>, count}` list body; undefined for a bare array. */
+  readonly plural: string | undefined
+  readonly table: Table
+  readonly query: ResourceQuery<T>
+  readonly schema: z.ZodType
+  readonly createBody: z.ZodType<Record<string, unknown>>
+  readonly updateBody: z.ZodType<Record<string, unknown>>
+  /** List filters: query parameter (`space.id`) → column of the resource table. */
+  readonly filters?: Readonly<Record<string, string>>
+  /** Replaces the default create (a device answers with its secret key). */
+  readonly create?: {
+    readonly response: z.ZodType
+    readonly handler: (organisationId: string, body: Record<string, unknown>) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
+  }
+  /** Runs after a delete (a deleted device's key must stop working at once). */
+  readonly afterDelete?: Effect.Effect<void, never, HttpServices>
+}
+
+/** Create, read, update, delete and list for a resource table of one organisation. */
+export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
+  const name = spec.table.resource
+  const orders = Object.keys(spec.query.order)
+  const filters = spec.filters ?? {}
+  const listQuery = z.object({
+    ...listParams(orders, orders[0]),
+    ...Object.fromEntries(Object.keys(filters).map((param) => [param, z.string().max(200).optional()]))
+  })
+
+  api.route({
+    method: "post",
+    path: spec.path,
+    tag: spec.tag,
+    summary: `Create a ${name}`,
+    access: "write",
+    body: spec.createBody,
+    response: spec.create?.response ?? spec.schema,
+    handler: ({ principal, body }) =>
+      spec.create !== undefined ? spec.create.handler(principal.organisationId, body) : Effect.gen(function*() {
+        const sql = yield* Sql
+        const id = yield* insertRow(sql, spec.table, principal.organisationId, body)
+        return yield* getOne(sql, spec.query, principal.organisationId, id)
+      })
+  })
+
+  api.route({
+    method: "get",
+    path: `${spec.path}/:id`,
+    tag: spec.tag,
+    summary: `Get a ${name}`,
+    access: "read",
+    params: idParams,
+    response: spec.schema,
+    handler: ({ principal, params }) =>
+      Sql.use((sql) => getOne(sql, spec.query, principal.organisationId, params.id))
+  })
+
+  api.route({
+    method: "put",
+    path: `${spec.path}/:id`,
+    tag: spec.tag,
+    summary: `Update a ${name}`,
+    description: "Fields left out are unchanged; null clears an optional field.",
+    access: "write",
+    params: idParams,
+    body: spec.updateBody,
+    response: spec.schema,
+    handler: ({ principal, params, body }) =>
+      Effect.gen(function*() {
+        const sql = yield* Sql
+        yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
+        return yield* getOne(sql, spec.query, principal.organisationId, params.id)
+      })
+  })
+
+  api.route({
+    method: "delete",
+    path: `${spec.path}/:id`,
+    tag: spec.tag,
+    summary: `Delete a ${name}`,
+    access: "write",
+    params: idParams,
+    response: deletedSchema,
+    handler: ({ principal, params }) =>
+      Effect.gen(function*() {
+        const sql = yield* Sql
+        yield* deleteRow(sql, spec.table, principal.organisationId, params.id)
+        if (spec.afterDelete !== undefined) yield* spec.afterDelete
+        return { id: params.id, deleted: true }
+      })
+  })
+
+  api.route({
+    method: "get",
+    path: spec.path,
+    tag: spec.tag,
+    summary: `List ${name}s`,
+    access: "read",
+    query: listQuery,
+    response: spec.plural === undefined
+      ? z.array(spec.schema)
+      : z.object({ [spec.plural]: z.array(spec.schema), count: z.number().int() }),
+    handler: ({ principal, query }) =>
+      Effect.gen(function*() {
+        const sql = yield* Sql
+        const q = query as Record<string, unknown> & z.output<z.ZodObject<ReturnType<typeof listParams>>>
+        if (q["organisation.id"] !== undefined && q["organisation.id"] !== principal.organisationId) {
+          return listReply({ items: [], total: 0 }, spec.plural)
+        }
+        const page = yield* listOf(
+          sql,
+          spec.query,
+          principal.organisationId,
+          Object.entries(filters).map(([param, column]) => [column, q[param]] as const),
+          { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until }
+        )
+        return listReply(page, spec.plural)
+      })
+  })
+}

@@ -1,0 +1,95 @@
+import { Cause, Console, Effect, Layer, type LogLevel, Option, References } from "effect"
+import { makeHttpApp } from "./adapters/http/HttpApp.ts"
+import { HttpListener } from "./adapters/http/HttpListener.ts"
+import { Auth } from "./auth/Auth.ts"
+import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
+import { bootstrap, type Bootstrapped } from "./store/bootstrap.ts"
+import { migrate } from "./store/migrate.ts"
+import { Sql } from "./store/Sql.ts"
+
+/** The store the configuration names, migrated, with the first organisation in place. */
+export const StoreLive = Layer.unwrap(Effect.map(AppConfig, (config) => Sql.layer(databaseTarget(config))))
+
+const printBootstrap = (b: Bootstrapped) =>
+  Console.log(
+    [
+      "",
+      "Voltaic created its first organisation. These secrets are shown once; keep them.",
+      `  admin e-mail:     ${b.emailAddress}`,
+      ...(b.generatedPassword ? [`  admin password:   ${b.generatedPassword}`] : []),
+      ...(b.generatedAppKey ? [`  application key:  ${b.appKey}`] : ["  application key:  (BOOTSTRAP_APP_KEY)"]),
+      ""
+    ].join("\n")
+  )
+
+const SetupLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const applied = yield* migrate
+    if (applied.length > 0) yield* Effect.logInfo(`applied migrations: ${applied.join(", ")}`)
+    const created = yield* bootstrap(config)
+    if (Option.isSome(created)) yield* printBootstrap(created.value)
+  })
+)
+
+const HttpLive = Layer.effectDiscard(
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const app = yield* makeHttpApp
+    const listener = yield* HttpListener
+    const { port } = yield* listener.serve(app.fetch, { port: config.port, host: config.host, setting: "PORT" })
+    yield* Effect.logInfo(`http listening on ${config.host}:${port} (REST under /v1, reference at /docs)`)
+  })
+)
+
+/** Everything but the runtime-specific listener, which the entry file provides. */
+export const AppLive = HttpLive.pipe(
+  Layer.provide(Layer.mergeAll(Auth.layer, SetupLive)),
+  Layer.provideMerge(StoreLive)
+)
+
+const logLevels: Record<LogLevelName, LogLevel.LogLevel> = {
+  all: "All",
+  trace: "Trace",
+  debug: "Debug",
+  info: "Info",
+  warn: "Warn",
+  error: "Error",
+  fatal: "Fatal",
+  none: "None"
+}
+
+/** Applies `LOG_LEVEL` to everything below it. */
+export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
+
+/**
+ * One line naming the setting for the failures an operator can fix (bad variable, port in
+ * use, unreachable database); anything else is a defect and keeps its full cause.
+ */
+export const describeStartupFailure = (cause: Cause.Cause<unknown>): string => {
+  const failure = cause.reasons.find(Cause.isFailReason)
+  if (failure !== undefined) {
+    const error = failure.error
+    if (typeof error === "object" && error !== null && "_tag" in error) {
+      switch (error._tag) {
+        case "ConfigError":
+          return `invalid configuration: ${configMessage(error)}`
+        case "ListenFailed":
+        case "StoreUnreachable": {
+          const e = error as unknown as { setting: string; message: string }
+          return `${e.setting}: ${e.message}`
+        }
+      }
+    }
+  }
+  return Cause.pretty(cause)
+}
+
+const configMessage = (error: object): string => {
+  const cause = "cause" in error ? error.cause : undefined
+  const text = typeof cause === "object" && cause !== null && "message" in cause ? String(cause.message) : String(error)
+  // "Expected …\n  at ["PORT"]" → "PORT: Expected …"
+  const at = /\n\s*at \["([^"]+)"\]/.exec(text)
+  return at ? `${at[1]}: ${text.slice(0, at.index).trim()}` : text
+}

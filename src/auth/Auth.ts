@@ -1,0 +1,100 @@
+import { Context, Effect, Layer } from "effect"
+import { Unauthorized } from "../domain/errors.ts"
+import { secretKind } from "../domain/ids.ts"
+import { Sql, type SqlError } from "../store/Sql.ts"
+import type { Principal } from "./Principal.ts"
+import { hashSecret } from "./secrets.ts"
+
+/**
+ * How long a resolved credential is trusted without asking the store again. Revocation
+ * and rotation call `forget`, so this only bounds what another process may still accept.
+ */
+const CACHE_TTL_MS = 5_000
+const CACHE_MAX = 50_000
+
+export interface AuthService {
+  /** The only place a credential is read: bearer, `access_token`, `x-app-key`, MQTT username, CoAP `accessToken`. */
+  authenticate(secret: string | undefined): Effect.Effect<Principal, Unauthorized | SqlError>
+  /** Drops every cached credential (after a revoke, rotation or deletion). */
+  forget(): Effect.Effect<void>
+}
+
+const missing = new Unauthorized({ message: "not authenticated: send Authorization: Bearer <key>" })
+const unknown = new Unauthorized({ message: "not authenticated: the credential is unknown, expired or revoked" })
+
+export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Auth") {
+  static readonly layer = Layer.effect(
+    Auth,
+    Effect.gen(function*() {
+      const sql = yield* Sql
+      const cache = new Map<string, { principal: Principal; until: number }>()
+
+      const lookup = (kind: string, hash: string): Effect.Effect<Principal | undefined, SqlError> => {
+        switch (kind) {
+          case "a_sk":
+            return sql.query(
+              `SELECT k.id, k.organisation_id, k.read_only, o.is_platform
+               FROM api_keys k JOIN organisations o ON o.id = k.organisation_id WHERE k.secret_hash = $1`,
+              [hash]
+            ).pipe(Effect.map(([row]) =>
+              row && {
+                kind: "app" as const,
+                id: String(row.id),
+                organisationId: String(row.organisation_id),
+                readOnly: row.read_only === true,
+                platform: row.is_platform === true
+              }
+            ))
+          case "d_sk":
+            return sql.query("SELECT id, organisation_id FROM devices WHERE secret_hash = $1", [hash]).pipe(
+              Effect.map(([row]) => row && { kind: "device" as const, id: String(row.id), organisationId: String(row.organisation_id) })
+            )
+          case "u_at":
+            return sql.query(
+              `SELECT t.id AS token_id, t.user_id, t.organisation_id, t.organisation_user_id, t.scope,
+                      ou.is_admin, u.email_address, u.is_platform_admin
+               FROM user_tokens t
+               JOIN organisation_users ou ON ou.id = t.organisation_user_id
+               JOIN users u ON u.id = t.user_id
+               WHERE t.token_hash = $1 AND t.revoked_at IS NULL AND t.expires_at > $2`,
+              [hash, Date.now()]
+            ).pipe(Effect.map(([row]) =>
+              row && {
+                kind: "user" as const,
+                id: String(row.user_id),
+                tokenId: String(row.token_id),
+                organisationId: String(row.organisation_id),
+                organisationUserId: String(row.organisation_user_id),
+                emailAddress: String(row.email_address),
+                isAdmin: row.is_admin === true,
+                platform: row.is_platform_admin === true,
+                scope: String(row.scope)
+              }
+            ))
+          default:
+            return Effect.succeed(undefined)
+        }
+      }
+
+      const authenticate = (secret: string | undefined): Effect.Effect<Principal, Unauthorized | SqlError> => {
+        if (secret === undefined || secret.trim() === "") return Effect.fail(missing)
+        const kind = secretKind(secret)
+        if (kind === undefined) return Effect.fail(unknown)
+        const hash = hashSecret(secret)
+        const now = Date.now()
+        const hit = cache.get(hash)
+        if (hit !== undefined && hit.until > now) return Effect.succeed(hit.principal)
+        return lookup(kind, hash).pipe(
+          Effect.flatMap((principal) => {
+            if (principal === undefined) return Effect.fail(unknown)
+            if (cache.size >= CACHE_MAX) cache.clear()
+            cache.set(hash, { principal, until: now + CACHE_TTL_MS })
+            return Effect.succeed(principal)
+          })
+        )
+      }
+
+      return Auth.of({ authenticate, forget: () => Effect.sync(() => cache.clear()) })
+    })
+  )
+}

@@ -1,0 +1,225 @@
+import { Effect } from "effect"
+import { Conflict, InvalidInput, NotFound } from "../domain/errors.ts"
+import { type IdPrefix, newId } from "../domain/ids.ts"
+import type { Row, SqlClient, SqlError } from "./Sql.ts"
+
+/** How one API field is stored. JSON columns are written as text and cast by the server. */
+export interface Column {
+  readonly column: string
+  readonly json?: boolean
+}
+
+/** A reference such as `space: {id}` stored as `space_id`, checked to belong to the same organisation. */
+export interface Reference {
+  readonly column: string
+  readonly table: string
+  readonly resource: string
+}
+
+/** A resource table of one organisation: its columns and references, by API field name. */
+export interface Table {
+  readonly name: string
+  readonly resource: string
+  readonly prefix: IdPrefix
+  readonly columns: Readonly<Record<string, Column>>
+  readonly references: Readonly<Record<string, Reference>>
+}
+
+export interface ListParams {
+  readonly limit: number
+  readonly page: number
+  readonly sort: "ASC" | "DESC"
+  /** An SQL expression already checked against the resource's whitelist. */
+  readonly orderBy: string
+  readonly since?: number | undefined
+  readonly until?: number | undefined
+}
+
+export interface Page<T> {
+  readonly items: Array<T>
+  readonly total: number
+}
+
+const placeholders = (values: Array<unknown>, value: unknown, json: boolean): string => {
+  values.push(json ? (value === null ? null : JSON.stringify(value)) : value)
+  return json ? `$${values.length}::jsonb` : `$${values.length}`
+}
+
+const checkReferences = (sql: SqlClient, table: Table, organisationId: string, input: Readonly<Record<string, unknown>>) =>
+  Effect.forEach(
+    Object.entries(table.references).filter(([field]) => input[field] !== undefined && input[field] !== null),
+    ([field, ref]) => {
+      const id = (input[field] as { id: string }).id
+      return sql.query(`SELECT 1 FROM ${ref.table} WHERE id = $1 AND organisation_id = $2`, [id, organisationId]).pipe(
+        Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(new NotFound({ resource: ref.resource, id })) : Effect.void)
+      )
+    },
+    { discard: true }
+  )
+
+const uniqueViolation = (table: Table) => (e: SqlError): Effect.Effect<never, Conflict | SqlError> =>
+  e.code === "23505" ? Effect.fail(new Conflict({ message: `${table.resource}: ${e.message}` })) : Effect.fail(e)
+
+/** Inserts the given fields; references must exist in the organisation (else 404). Returns the new id. */
+export const insertRow = (
+  sql: SqlClient,
+  table: Table,
+  organisationId: string,
+  input: Readonly<Record<string, unknown>>,
+  extra: Readonly<Record<string, unknown>> = {}
+): Effect.Effect<string, NotFound | Conflict | SqlError> =>
+  Effect.gen(function*() {
+    yield* checkReferences(sql, table, organisationId, input)
+    const now = Date.now()
+    const id = newId(table.prefix, now)
+    const columns = ["id", "organisation_id", "created_at", "updated_at"]
+    const values: Array<unknown> = [id, organisationId, now, now]
+    const exprs = ["$1", "$2", "$3", "$4"]
+    for (const [field, spec] of Object.entries(table.columns)) {
+      if (input[field] === undefined) continue
+      columns.push(spec.column)
+      exprs.push(placeholders(values, input[field], spec.json === true))
+    }
+    for (const [field, ref] of Object.entries(table.references)) {
+      if (input[field] === undefined) continue
+      columns.push(ref.column)
+      exprs.push(placeholders(values, (input[field] as { id: string } | null)?.id ?? null, false))
+    }
+    for (const [column, value] of Object.entries(extra)) {
+      columns.push(column)
+      exprs.push(placeholders(values, value, false))
+    }
+    yield* sql.query(`INSERT INTO ${table.name} (${columns.join(", ")}) VALUES (${exprs.join(", ")})`, values).pipe(
+      Effect.catchTag("SqlError", uniqueViolation(table))
+    )
+    return id
+  })
+
+/** Updates the given fields of a row of the organisation; 404 when it is not there. */
+export const updateRow = (
+  sql: SqlClient,
+  table: Table,
+  organisationId: string,
+  id: string,
+  input: Readonly<Record<string, unknown>>
+): Effect.Effect<void, NotFound | Conflict | SqlError> =>
+  Effect.gen(function*() {
+    yield* checkReferences(sql, table, organisationId, input)
+    const values: Array<unknown> = [id, organisationId, Date.now()]
+    const sets = ["updated_at = $3"]
+    for (const [field, spec] of Object.entries(table.columns)) {
+      if (input[field] === undefined) continue
+      sets.push(`${spec.column} = ${placeholders(values, input[field], spec.json === true)}`)
+    }
+    for (const [field, ref] of Object.entries(table.references)) {
+      if (input[field] === undefined) continue
+      sets.push(`${ref.column} = ${placeholders(values, (input[field] as { id: string } | null)?.id ?? null, false)}`)
+    }
+    const rows = yield* sql.query(
+      `UPDATE ${table.name} SET ${sets.join(", ")} WHERE id = $1 AND organisation_id = $2 RETURNING id`,
+      values
+    ).pipe(Effect.catchTag("SqlError", uniqueViolation(table)))
+    if (rows.length === 0) return yield* new NotFound({ resource: table.resource, id })
+  })
+
+export const deleteRow = (sql: SqlClient, table: Table, organisationId: string, id: string) =>
+  sql.query(`DELETE FROM ${table.name} WHERE id = $1 AND organisation_id = $2 RETURNING id`, [id, organisationId]).pipe(
+    Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(new NotFound({ resource: table.resource, id })) : Effect.void)
+  )
+
+/**
+ * One page of a filtered list plus the total number of matches, in one statement
+ * (`count(*) OVER ()`); a second count only when the page is past the end.
+ */
+export const listRows = (
+  sql: SqlClient,
+  query: {
+    readonly select: string
+    readonly from: string
+    readonly where: ReadonlyArray<string>
+    readonly params: ReadonlyArray<unknown>
+    readonly timeColumn: string
+    readonly idColumn: string
+  },
+  list: ListParams
+): Effect.Effect<Page<Row>, SqlError> =>
+  Effect.gen(function*() {
+    const params = [...query.params]
+    const where = [...query.where]
+    if (list.since !== undefined) {
+      params.push(list.since)
+      where.push(`${query.timeColumn} >= $${params.length}`)
+    }
+    if (list.until !== undefined) {
+      params.push(list.until)
+      where.push(`${query.timeColumn} < $${params.length}`)
+    }
+    const whereSql = where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""
+    params.push(list.limit, list.page * list.limit)
+    const rows = yield* sql.query(
+      `SELECT ${query.select}, count(*) OVER () AS total__ FROM ${query.from} ${whereSql}
+       ORDER BY ${list.orderBy} ${list.sort}, ${query.idColumn} ${list.sort}
+       LIMIT $${params.length - 1} OFFSET $${params.length}`,
+      params
+    )
+    if (rows.length > 0) return { items: rows, total: Number(rows[0].total__) }
+    if (list.page === 0) return { items: [], total: 0 }
+    const count = yield* sql.query<{ n: number }>(
+      `SELECT count(*)::int8 AS n FROM ${query.from} ${whereSql}`,
+      params.slice(0, -2)
+    )
+    return { items: [], total: Number(count[0].n) }
+  })
+
+/** Rejects a field that must not be null on update. */
+export const requireNonNull = (input: Readonly<Record<string, unknown>>, fields: ReadonlyArray<string>) =>
+  Effect.forEach(fields, (field) =>
+    input[field] === null ? Effect.fail(new InvalidInput({ field, message: `${field}: must not be null` })) : Effect.void,
+    { discard: true })
+
+/** How a resource is read: its SELECT (with joins), table alias, row mapper and order whitelist. */
+export interface ResourceQuery<T> {
+  readonly resource: string
+  readonly select: string
+  readonly from: string
+  readonly alias: string
+  readonly map: (row: Row) => T
+  /** API `order` values → SQL expressions; the first is the default. */
+  readonly order: Readonly<Record<string, string>>
+  readonly timeColumn?: string
+}
+
+export const getOne = <T>(sql: SqlClient, q: ResourceQuery<T>, organisationId: string, id: string) =>
+  sql.query(
+    `SELECT ${q.select} FROM ${q.from} WHERE ${q.alias}.id = $1 AND ${q.alias}.organisation_id = $2`,
+    [id, organisationId]
+  ).pipe(
+    Effect.flatMap((rows) =>
+      rows.length === 0 ? Effect.fail(new NotFound({ resource: q.resource, id })) : Effect.succeed(q.map(rows[0]))
+    )
+  )
+
+/** Lists the organisation's rows matching every `column = value` filter. */
+export const listOf = <T>(
+  sql: SqlClient,
+  q: ResourceQuery<T>,
+  organisationId: string,
+  filters: ReadonlyArray<readonly [string, unknown]>,
+  list: ListParams
+): Effect.Effect<Page<T>, SqlError> => {
+  const params: Array<unknown> = [organisationId]
+  const where = [`${q.alias}.organisation_id = $1`]
+  for (const [column, value] of filters) {
+    if (value === undefined) continue
+    params.push(value)
+    where.push(`${q.alias}.${column} = $${params.length}`)
+  }
+  return listRows(sql, {
+    select: q.select,
+    from: q.from,
+    where,
+    params,
+    timeColumn: q.timeColumn ?? `${q.alias}.created_at`,
+    idColumn: `${q.alias}.id`
+  }, list).pipe(Effect.map((page) => ({ items: page.items.map(q.map), total: page.total })))
+}

@@ -1,0 +1,119 @@
+import type { ResourceQuery, Table } from "./crud.ts"
+import { toProduct, type ProductJson } from "./products.ts"
+import { bool, nested, num, obj, optNum, optStr, str } from "./rows.ts"
+import type { Row } from "./Sql.ts"
+import { toSpace, type SpaceJson } from "./spaces.ts"
+
+export const devicesTable: Table = {
+  name: "devices",
+  resource: "device",
+  prefix: "dev",
+  columns: {
+    isMain: { column: "is_main" },
+    isActive: { column: "is_active" },
+    name: { column: "name" },
+    customId: { column: "custom_id" },
+    serialNumber: { column: "serial_number" },
+    batchNumber: { column: "batch_number" },
+    state: { column: "state", json: true },
+    meta: { column: "meta", json: true },
+    wifi: { column: "wifi", json: true },
+    cellular: { column: "cellular", json: true },
+    bluetooth: { column: "bluetooth", json: true },
+    lora: { column: "lora", json: true },
+    sigfox: { column: "sigfox", json: true }
+  },
+  references: {
+    space: { column: "space_id", table: "spaces", resource: "space" },
+    product: { column: "product_id", table: "products", resource: "product" },
+    place: { column: "place_id", table: "places", resource: "place" },
+    gateway: { column: "gateway_id", table: "gateways", resource: "gateway" }
+  }
+}
+
+export interface DeviceJson {
+  id: string
+  isMain: boolean
+  isActive: boolean
+  name: string
+  customId: string | null
+  serialNumber: string | null
+  batchNumber: string | null
+  space: SpaceJson | null
+  product: ProductJson | null
+  place: { id: string } | null
+  gateway: { id: string } | null
+  organisation: { id: string; name: string }
+  events: Array<unknown>
+  location: unknown
+  state: Record<string, unknown> | null
+  meta: Record<string, unknown> | null
+  wifi: Record<string, unknown> | null
+  cellular: Record<string, unknown> | null
+  bluetooth: Record<string, unknown> | null
+  lora: Record<string, unknown> | null
+  sigfox: Record<string, unknown> | null
+  lastSeenAt: number | null
+  lastUnprocessedEventTimestamp: number | null
+  lastProcessedEventTimestamp: number | null
+  createdAt: number
+  updatedAt: number
+}
+
+const ref = (row: Row, column: string): { id: string } | null => {
+  const id = optStr(row, column)
+  return id === null ? null : { id }
+}
+
+export const toDevice = (row: Row): DeviceJson => {
+  const organisationName = str(row, "organisation_name")
+  const space = nested(row, "space_row")
+  const product = nested(row, "product_row")
+  return {
+    id: str(row, "id"),
+    isMain: bool(row, "is_main"),
+    isActive: bool(row, "is_active"),
+    name: str(row, "name"),
+    customId: optStr(row, "custom_id"),
+    serialNumber: optStr(row, "serial_number"),
+    batchNumber: optStr(row, "batch_number"),
+    space: space === null ? null : toSpace(space, organisationName),
+    product: product === null ? null : toProduct(product),
+    place: ref(row, "place_id"),
+    gateway: ref(row, "gateway_id"),
+    organisation: { id: str(row, "organisation_id"), name: organisationName },
+    events: [],
+    location: null,
+    state: obj(row, "state"),
+    meta: obj(row, "meta"),
+    wifi: obj(row, "wifi"),
+    cellular: obj(row, "cellular"),
+    bluetooth: obj(row, "bluetooth"),
+    lora: obj(row, "lora"),
+    sigfox: obj(row, "sigfox"),
+    lastSeenAt: optNum(row, "last_seen_at"),
+    lastUnprocessedEventTimestamp: optNum(row, "last_unprocessed_event_timestamp"),
+    lastProcessedEventTimestamp: optNum(row, "last_processed_event_timestamp"),
+    createdAt: num(row, "created_at"),
+    updatedAt: num(row, "updated_at")
+  }
+}
+
+export const deviceQuery: ResourceQuery<DeviceJson> = {
+  resource: "device",
+  select: "d.*, o.name AS organisation_name, to_jsonb(s) AS space_row, to_jsonb(p) AS product_row",
+  from: `devices d
+    JOIN organisations o ON o.id = d.organisation_id
+    LEFT JOIN spaces s ON s.id = d.space_id
+    LEFT JOIN products p ON p.id = d.product_id`,
+  alias: "d",
+  map: toDevice,
+  order: {
+    createdAt: "d.created_at",
+    updatedAt: "d.updated_at",
+    id: "d.id",
+    name: "d.name",
+    customId: "d.custom_id",
+    lastSeenAt: "d.last_seen_at"
+  }
+}
