@@ -42,12 +42,6 @@ const HttpLive = Layer.effectDiscard(
   })
 )
 
-/** Everything but the runtime-specific listener, which the entry file provides. */
-export const AppLive = HttpLive.pipe(
-  Layer.provide(Layer.mergeAll(Auth.layer, SetupLive)),
-  Layer.provideMerge(StoreLive)
-)
-
 const logLevels: Record<LogLevelName, LogLevel.LogLevel> = {
   all: "All",
   trace: "Trace",
@@ -59,9 +53,23 @@ const logLevels: Record<LogLevelName, LogLevel.LogLevel> = {
   none: "None"
 }
 
-/** Applies `LOG_LEVEL` to everything below it. */
+/** `LOG_LEVEL` as the minimum level of every log of the layers it is provided to. */
+const LogLevelLive = Layer.unwrap(
+  Effect.map(AppConfig, (config) => Layer.succeed(References.MinimumLogLevel, logLevels[config.logLevel]))
+)
+
+/** Applies `LOG_LEVEL` to an effect (the entry point's own logs). */
 export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
+
+/** The migrated, bootstrapped store and the auth service: what every adapter needs. */
+export const CoreLive = Layer.mergeAll(Auth.layer, SetupLive).pipe(
+  Layer.provideMerge(StoreLive),
+  Layer.provideMerge(LogLevelLive)
+)
+
+/** Everything but the runtime-specific listener, which the entry file provides. */
+export const AppLive = HttpLive.pipe(Layer.provide(CoreLive))
 
 /**
  * One line naming the setting for the failures an operator can fix (bad variable, port in

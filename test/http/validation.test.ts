@@ -1,0 +1,154 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { BOOTSTRAP_KEY, startAppOn, type TestApp } from "../support/app.ts"
+
+/** Every list endpoint takes the shared list parameters. */
+const LIST_ENDPOINTS = ["/devices", "/spaces", "/products", "/places", "/gateways", "/apiKeys"]
+
+/** parameter → values that must be refused with a 400 naming it. */
+const BAD_VALUES: Record<string, ReadonlyArray<string>> = {
+  limit: ["0", "201", "-1", "abc", "1.5", "1e2"],
+  page: ["-1", "x", "0.5"],
+  sort: ["UP", "random", "1"],
+  order: ["password", "secret_hash", "id;drop table devices"],
+  since: ["yesterday", "2026-13-45T00:00:00Z", "12abc"],
+  until: ["tomorrow", "2026-02-30T25:00:00Z"]
+}
+
+const GOOD_QUERIES = ["limit=1", "limit=200", "page=3", "sort=asc", "sort=DESC", "order=createdAt", "since=0", "since=2026-01-01T00:00:00Z", "until=1795000000000"]
+
+describe("list parameter validation", () => {
+  let t: TestApp
+  beforeAll(async () => {
+    t = await startAppOn("pglite")
+  })
+  afterAll(() => t.close())
+
+  for (const endpoint of LIST_ENDPOINTS) {
+    for (const [param, values] of Object.entries(BAD_VALUES)) {
+      for (const value of values) {
+        it(`GET ${endpoint}?${param}=${value} answers 400 naming ${param}`, async () => {
+          const res = await t.call("GET", `${endpoint}?${param}=${encodeURIComponent(value)}`, { key: BOOTSTRAP_KEY })
+          expect(res.status).toBe(400)
+          expect(res.body.error.code).toBe("invalid_request")
+          expect(res.body.error.field).toBe(param)
+          expect(res.body.error.message).toMatch(new RegExp(`^${param}: `))
+        })
+      }
+    }
+    for (const query of GOOD_QUERIES) {
+      it(`GET ${endpoint}?${query} is accepted`, async () => {
+        const res = await t.call("GET", `${endpoint}?${query}`, { key: BOOTSTRAP_KEY })
+        expect(res.status).toBe(200)
+        expect(res.headers.get("x-total-count")).toMatch(/^\d+$/)
+      })
+    }
+  }
+})
+
+describe("request bodies and unknown routes", () => {
+  let t: TestApp
+  beforeAll(async () => {
+    t = await startAppOn("pglite")
+  })
+  afterAll(() => t.close())
+
+  it("answers 400 for malformed JSON and stores nothing", async () => {
+    const res = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: "{\"name\": " })
+    expect(res.status).toBe(400)
+    expect(res.body.error).toMatchObject({ status: 400, code: "invalid_request", field: "body" })
+    const list = await t.call("GET", "/spaces", { key: BOOTSTRAP_KEY })
+    expect(list.body.count).toBe(0)
+  })
+
+  it("names a missing required field", async () => {
+    const res = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: {} })
+    expect(res.status).toBe(400)
+    expect(res.body.error).toMatchObject({ field: "name", message: "name: is required" })
+  })
+
+  it("names a field of the wrong type", async () => {
+    const res = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: 42 } })
+    expect(res.status).toBe(400)
+    expect(res.body.error.field).toBe("name")
+  })
+
+  it("names a nested field by its dotted path", async () => {
+    const res = await t.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "d", space: { id: 7 } } })
+    expect(res.status).toBe(400)
+    expect(res.body.error.field).toBe("space.id")
+  })
+
+  it("refuses an unknown time zone and a bad country code", async () => {
+    const tz = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "s", timezone: "Mars/Olympus" } })
+    expect(tz.status).toBe(400)
+    expect(tz.body.error.field).toBe("timezone")
+    const country = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "s", country: "ie" } })
+    expect(country.status).toBe(400)
+    expect(country.body.error.field).toBe("country")
+  })
+
+  it("accepts form-encoded bodies with dotted keys", async () => {
+    const space = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Plant" } })
+    const res = await t.call("POST", "/devices", {
+      key: BOOTSTRAP_KEY,
+      body: new URLSearchParams({ name: "Pump", "space.id": space.body.id, isMain: "true" }).toString(),
+      headers: { "content-type": "application/x-www-form-urlencoded" }
+    })
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({ name: "Pump", isMain: true, space: { id: space.body.id } })
+  })
+
+  it("answers 415 for an unsupported content type", async () => {
+    const res = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: "<space/>", headers: { "content-type": "application/xml" } })
+    expect(res.status).toBe(415)
+    expect(res.body.error.code).toBe("unsupported_media_type")
+  })
+
+  it("answers 413 for an oversized body and stores nothing", async () => {
+    const res = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "x", avatar: { url: "x".repeat(2 * 1024 * 1024) } } })
+    expect(res.status).toBe(413)
+    expect(res.body.error.code).toBe("payload_too_large")
+    expect((await t.call("GET", "/spaces", { key: BOOTSTRAP_KEY })).body.spaces.every((s: { name: string }) => s.name !== "x")).toBe(true)
+  })
+
+  it("answers 404 with the JSON error body for an unknown route", async () => {
+    const res = await t.call("GET", "/no-such-thing", { key: BOOTSTRAP_KEY })
+    expect(res.status).toBe(404)
+    expect(res.body.error).toMatchObject({ status: 404, code: "not_found" })
+  })
+
+  it("answers 405 with Allow for a wrong method", async () => {
+    const res = await t.call("PATCH", "/spaces", { key: BOOTSTRAP_KEY })
+    expect(res.status).toBe(405)
+    expect(res.headers.get("allow")).toContain("GET")
+    expect(res.body.error.code).toBe("method_not_allowed")
+  })
+
+  it("answers 404 for an unknown id", async () => {
+    const res = await t.call("GET", "/devices/dev_nothere", { key: BOOTSTRAP_KEY })
+    expect(res.status).toBe(404)
+    expect(res.body.error.message).toBe("device dev_nothere not found")
+  })
+
+  it("serves /health and /ready without credentials", async () => {
+    expect((await t.app.request("/health")).status).toBe(200)
+    expect((await t.app.request("/ready")).status).toBe(200)
+  })
+
+  it("serves an OpenAPI 3.1 document with every resource path", async () => {
+    const res = await t.call("GET", "/openapi.json")
+    expect(res.status).toBe(200)
+    expect(res.body.openapi).toBe("3.1.0")
+    for (const path of ["/v1/devices", "/v1/devices/{id}", "/v1/spaces", "/v1/apiKeys", "/v1/auth/token", "/v1/whoami", "/v1/organisations"]) {
+      expect(Object.keys(res.body.paths)).toContain(path)
+    }
+    const limit = res.body.paths["/v1/devices"].get.parameters.find((p: { name: string }) => p.name === "limit")
+    expect(limit.schema).toMatchObject({ type: "integer", minimum: 1, maximum: 200 })
+  })
+
+  it("serves the reference page at /docs", async () => {
+    const res = await t.app.request("/docs")
+    expect(res.status).toBe(200)
+    expect(await res.text()).toContain("/v1/openapi.json")
+  })
+})
