@@ -42,7 +42,8 @@ export interface Page<T> {
 
 const placeholders = (values: Array<unknown>, value: unknown, json: boolean): string => {
   values.push(json ? (value === null ? null : JSON.stringify(value)) : value)
-  return json ? `$${values.length}::jsonb` : `$${values.length}`
+  // text then jsonb: the driver sends the JSON text as is instead of encoding a string value.
+  return json ? `$${values.length}::text::jsonb` : `$${values.length}`
 }
 
 const checkReferences = (sql: SqlClient, table: Table, organisationId: string, input: Readonly<Record<string, unknown>>) =>

@@ -1,0 +1,130 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url))
+const DENO = fileURLToPath(new URL("../../node_modules/.bin/deno", import.meta.url))
+const KEY = "a_sk_deno_smoke_key_0123456789"
+
+/** A cold Deno start (module analysis, PGlite's WASM) takes seconds; this bounds a server that never comes up. */
+const STARTUP_LIMIT_MS = 90_000
+const SHUTDOWN_LIMIT_MS = 10_000
+
+/** Only what Deno needs to run, so settings of the calling shell (DATA_DIR, NATS_URL…) cannot leak in. */
+const inherited = ["PATH", "HOME", "TMPDIR", "DENO_DIR", "XDG_CACHE_HOME"].flatMap((name) => {
+  const value = process.env[name]
+  return value === undefined ? [] : [[name, value] as const]
+})
+
+const env = {
+  ...Object.fromEntries(inherited),
+  NO_COLOR: "1",
+  PORT: "0",
+  MQTT_PORT: "0",
+  MQTT_WS_PORT: "0",
+  COAP_PORT: "0",
+  HOST: "127.0.0.1",
+  DATABASE_URL: "memory://",
+  BOOTSTRAP_APP_KEY: KEY,
+  LOG_LEVEL: "info"
+}
+
+interface Server {
+  readonly child: ChildProcess
+  readonly port: number
+  output(): string
+}
+
+/** Starts `deno task start` and resolves with the port of its `http listening` line. */
+const startServer = (): Promise<Server> =>
+  new Promise((resolve, reject) => {
+    // Its own process group, so `deno task` and the `deno run` below it can be ended together.
+    const child = spawn(DENO, ["task", "start"], { cwd: ROOT, env, detached: true, stdio: ["ignore", "pipe", "pipe"] })
+    let output = ""
+    let settled = false
+    const settle = (result: { port: number } | { error: Error }) => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      child.off("exit", onExit)
+      if ("error" in result) {
+        stopServer(child).finally(() => reject(result.error))
+      } else {
+        resolve({ child, port: result.port, output: () => output })
+      }
+    }
+    // Stays attached after start-up: it drains the pipes and keeps the log for failure messages.
+    const onData = (chunk: Buffer) => {
+      output += chunk.toString()
+      const match = /http listening on 127\.0\.0\.1:(\d+)/.exec(output)
+      if (match) settle({ port: Number(match[1]) })
+    }
+    const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+      settle({ error: new Error(`deno exited (${code ?? signal}) before listening:\n${output}`) })
+    const timer = setTimeout(
+      () => settle({ error: new Error(`no "http listening" line within ${STARTUP_LIMIT_MS} ms:\n${output}`) }),
+      STARTUP_LIMIT_MS
+    )
+    child.stdout?.on("data", onData)
+    child.stderr?.on("data", onData)
+    child.once("exit", onExit)
+    child.once("error", (error) => settle({ error }))
+  })
+
+const hasExited = (child: ChildProcess) => child.exitCode !== null || child.signalCode !== null
+
+/**
+ * SIGTERM to `deno task`, which passes it on to the server; the whole group is killed if
+ * that has not ended it in time. Resolves with the exit code of `deno task`.
+ */
+const stopServer = (child: ChildProcess): Promise<number | null> =>
+  new Promise((resolve) => {
+    if (child.pid === undefined || hasExited(child)) return resolve(child.exitCode)
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-child.pid!, "SIGKILL")
+      } catch {
+        // the group is already gone
+      }
+    }, SHUTDOWN_LIMIT_MS)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      resolve(code)
+    })
+    child.kill("SIGTERM")
+  })
+
+describe("the server on Deno 2", () => {
+  let server: Server | undefined
+  let exitCode: number | null | undefined
+
+  beforeAll(async () => {
+    server = await startServer()
+  }, STARTUP_LIMIT_MS + SHUTDOWN_LIMIT_MS + 5_000)
+
+  afterAll(async () => {
+    if (server) exitCode = await stopServer(server.child)
+    // A graceful shutdown on SIGTERM ends `deno task` with the server's exit code, 0.
+    if (server) expect(exitCode, server.output()).toBe(0)
+  }, SHUTDOWN_LIMIT_MS + 5_000)
+
+  const url = (path: string) => `http://127.0.0.1:${server!.port}${path}`
+
+  it("answers /health with status ok", async () => {
+    const res = await fetch(url("/health"))
+    expect(res.status).toBe(200)
+    expect(await res.json()).toEqual({ status: "ok" })
+  })
+
+  it("accepts the bootstrap application key on /v1/whoami", async () => {
+    const res = await fetch(url("/v1/whoami"), { headers: { authorization: `Bearer ${KEY}` } })
+    expect(res.status).toBe(200)
+    const body = await res.json() as { kind: string }
+    expect(body.kind).toBe("app")
+  })
+
+  it("refuses /v1/whoami without a credential", async () => {
+    const res = await fetch(url("/v1/whoami"))
+    expect(res.status).toBe(401)
+  })
+})
