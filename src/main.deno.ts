@@ -13,16 +13,17 @@ const deno = (globalThis as unknown as { Deno: DenoProcessApi }).Deno
 
 launch(AppLive.pipe(Layer.provide(DenoHttpListener)), {
   onShutdownSignal: (handler) => {
-    // A listener replaces the default action for good, so a second signal exits at once
-    // instead of waiting for a shutdown that may be stuck.
+    // Like `process.once` on Node: the first signal shuts down, a second one ends the
+    // process at once (128 + signal number) rather than wait for a stuck shutdown.
     let signalled = false
-    const onSignal = () => {
-      if (signalled) deno.exit(130)
-      signalled = true
-      handler()
-    }
-    deno.addSignalListener("SIGINT", onSignal)
-    deno.addSignalListener("SIGTERM", onSignal)
+    const on = (signal: "SIGINT" | "SIGTERM", code: number) =>
+      deno.addSignalListener(signal, () => {
+        if (signalled) deno.exit(code)
+        signalled = true
+        handler()
+      })
+    on("SIGINT", 130)
+    on("SIGTERM", 143)
   },
   exit: (code) => deno.exit(code)
 })

@@ -79,10 +79,11 @@ const hasExited = (child: ChildProcess) => child.exitCode !== null || child.sign
  */
 const stopServer = (child: ChildProcess): Promise<number | null> =>
   new Promise((resolve) => {
-    if (child.pid === undefined || hasExited(child)) return resolve(child.exitCode)
+    const pid = child.pid
+    if (pid === undefined || hasExited(child)) return resolve(child.exitCode)
     const timer = setTimeout(() => {
       try {
-        process.kill(-child.pid!, "SIGKILL")
+        process.kill(-pid, "SIGKILL")
       } catch {
         // the group is already gone
       }
@@ -96,19 +97,20 @@ const stopServer = (child: ChildProcess): Promise<number | null> =>
 
 describe("the server on Deno 2", () => {
   let server: Server | undefined
-  let exitCode: number | null | undefined
+  let origin = ""
 
   beforeAll(async () => {
     server = await startServer()
+    origin = `http://127.0.0.1:${server.port}`
   }, STARTUP_LIMIT_MS + SHUTDOWN_LIMIT_MS + 5_000)
 
   afterAll(async () => {
-    if (server) exitCode = await stopServer(server.child)
+    if (server === undefined) return
     // A graceful shutdown on SIGTERM ends `deno task` with the server's exit code, 0.
-    if (server) expect(exitCode, server.output()).toBe(0)
+    expect(await stopServer(server.child), server.output()).toBe(0)
   }, SHUTDOWN_LIMIT_MS + 5_000)
 
-  const url = (path: string) => `http://127.0.0.1:${server!.port}${path}`
+  const url = (path: string) => `${origin}${path}`
 
   it("answers /health with status ok", async () => {
     const res = await fetch(url("/health"))
