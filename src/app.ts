@@ -2,6 +2,9 @@ import { Cause, Console, Effect, Layer, type LogLevel, Option, References } from
 import { makeHttpApp } from "./adapters/http/HttpApp.ts"
 import { HttpListener } from "./adapters/http/HttpListener.ts"
 import { Auth } from "./auth/Auth.ts"
+import { Bus } from "./bus/Bus.ts"
+import { Ingest } from "./ingest/Ingest.ts"
+import { Writer } from "./store/Writer.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { bootstrap, type Bootstrapped } from "./store/bootstrap.ts"
 import { migrate } from "./store/migrate.ts"
@@ -63,7 +66,8 @@ export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
 
 /** The migrated, bootstrapped store and the auth service: what every adapter needs. */
-export const CoreLive = Layer.mergeAll(Auth.layer, SetupLive).pipe(
+export const CoreLive = Layer.mergeAll(Auth.layer, SetupLive, Ingest.layer).pipe(
+  Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer)),
   Layer.provideMerge(StoreLive),
   Layer.provideMerge(LogLevelLive)
 )

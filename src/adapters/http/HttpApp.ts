@@ -9,6 +9,7 @@ import { sendStatus } from "./errors.ts"
 import { Api, type HttpServices } from "./route.ts"
 import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
+import { trafficRoutes } from "./routes/traffic.ts"
 
 /** No request body may exceed this, whatever the route; routes set smaller limits. */
 const MAX_REQUEST_BODY = 16 * 1024 * 1024
@@ -50,6 +51,7 @@ export const makeHttpApp = Effect.gen(function*() {
 
   accountRoutes(api)
   registryRoutes(api)
+  trafficRoutes(api)
 
   let document: unknown
   v1.get("/openapi.json", (c) => {

@@ -6,10 +6,11 @@ import { type Access, allows, type Principal } from "../../auth/Principal.ts"
 import { Auth } from "../../auth/Auth.ts"
 import { type DomainError, Forbidden, InvalidInput } from "../../domain/errors.ts"
 import type { Sql, SqlError } from "../../store/Sql.ts"
+import type { Ingest } from "../../ingest/Ingest.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
-export type HttpServices = Sql | Auth
+export type HttpServices = Sql | Auth | Ingest
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {
@@ -43,6 +44,8 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z
   readonly body?: B
   readonly response: z.ZodType
   readonly deprecated?: boolean
+  /** Bytes the body may have (default 1 MiB). */
+  readonly bodyLimit?: number
   readonly handler: (
     input: Input<z.output<P>, z.output<Q>, z.output<B>, A>
   ) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
@@ -115,7 +118,7 @@ export class Api {
         }
         const params = yield* validate(spec.params, c.req.param(), undefined)
         const query = yield* validate(spec.query, c.req.query(), "query")
-        const body = needsBody ? yield* validate(spec.body, yield* readBody(c), undefined) : undefined
+        const body = needsBody ? yield* validate(spec.body, yield* readBody(c, spec.bodyLimit), undefined) : undefined
         return yield* spec.handler({
           principal: principal as Input<unknown, unknown, unknown, A>["principal"],
           params: params as z.output<P>,
@@ -129,6 +132,7 @@ export class Api {
       const exit = await run(program(c))
       if (Exit.isSuccess(exit)) {
         const value = exit.value
+        if (value instanceof Response) return value
         return value instanceof Reply ? c.json(value.body, value.status, value.headers) : c.json(value, 200)
       }
       const failure = exit.cause.reasons.find(Cause.isFailReason)

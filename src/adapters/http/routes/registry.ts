@@ -1,6 +1,7 @@
 import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import { Auth } from "../../../auth/Auth.ts"
+import { Ingest } from "../../../ingest/Ingest.ts"
 import { hashSecret } from "../../../auth/secrets.ts"
 import { NotFound } from "../../../domain/errors.ts"
 import { newSecret } from "../../../domain/ids.ts"
@@ -34,6 +35,7 @@ import {
 import { registerResource } from "./resources.ts"
 
 const forgetCredentials = Auth.use((auth) => auth.forget())
+const forgetDevice = Effect.andThen(forgetCredentials, Ingest.use((ingest) => Effect.sync(() => ingest.forgetDevices())))
 
 /** Spaces, devices, products, places and gateways. */
 export const registryRoutes = (api: Api): void => {
@@ -97,7 +99,7 @@ export const registryRoutes = (api: Api): void => {
           return { ...device, secretKey }
         })
     },
-    afterDelete: forgetCredentials
+    afterDelete: forgetDevice
   })
 
   registerResource(api, {

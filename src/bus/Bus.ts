@@ -1,0 +1,69 @@
+import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { AppConfig } from "../config.ts"
+import { makeNatsBus } from "./natsBus.ts"
+
+/** A stored resource on its way to live subscribers: the MQTT topic and the JSON it delivers. */
+export interface Delivery {
+  readonly organisationId: string
+  readonly deviceId: string
+  readonly topic: string
+  /** The stored resource as JSON text, exactly what subscribers receive. */
+  readonly payload: string
+}
+
+/** Cluster-wide notices: a credential stopped working, so caches and sessions must drop it. */
+export type ControlMessage =
+  | { readonly type: "credentials.changed" }
+  | { readonly type: "sessions.close"; readonly credentialHashes: ReadonlyArray<string> }
+
+export class BusUnreachable extends Schema.TaggedError<BusUnreachable>()("BusUnreachable", {
+  setting: Schema.String,
+  message: Schema.String
+}) {}
+
+export interface BusService {
+  readonly kind: "memory" | "nats"
+  /** Hands a delivery to every process; returns once it is on its way (at-most-once). */
+  deliver(delivery: Delivery): Effect.Effect<void>
+  /** Receives every delivery of every process, this one included, until the scope closes. */
+  onDelivery(handler: (delivery: Delivery) => void): Effect.Effect<void, never, Scope.Scope>
+  control(message: ControlMessage): Effect.Effect<void>
+  onControl(handler: (message: ControlMessage) => void): Effect.Effect<void, never, Scope.Scope>
+}
+
+/** Handlers registered in this process; the NATS bus feeds it from the server. */
+const makeLocalFanout = <A>() => {
+  const handlers = new Set<(value: A) => void>()
+  return {
+    emit: (value: A) => {
+      for (const handler of handlers) handler(value)
+    },
+    add: (handler: (value: A) => void) =>
+      Effect.acquireRelease(Effect.sync(() => handlers.add(handler)), () => Effect.sync(() => handlers.delete(handler))).pipe(Effect.asVoid)
+  }
+}
+
+export class Bus extends Context.Service<Bus, BusService>()("voltaic/bus/Bus") {
+  /** One process: deliveries go straight to this process's handlers. */
+  static readonly memory = Layer.sync(Bus, () => {
+    const deliveries = makeLocalFanout<Delivery>()
+    const controls = makeLocalFanout<ControlMessage>()
+    return Bus.of({
+      kind: "memory",
+      deliver: (delivery) => Effect.sync(() => deliveries.emit(delivery)),
+      onDelivery: deliveries.add,
+      control: (message) => Effect.sync(() => controls.emit(message)),
+      onControl: controls.add
+    })
+  })
+
+  /** NATS when `NATS_URL` is set, else in memory. */
+  static readonly layer = Layer.unwrap(
+    Effect.map(AppConfig, (config) =>
+      Option.match(config.natsUrl, {
+        onNone: () => Bus.memory,
+        onSome: (url) => Layer.effect(Bus, makeNatsBus(url))
+      })
+    )
+  )
+}

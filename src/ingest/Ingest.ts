@@ -1,0 +1,261 @@
+import { Context, Effect, Layer } from "effect"
+import type { Principal } from "../auth/Principal.ts"
+import { Bus } from "../bus/Bus.ts"
+import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
+import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
+import { newId, newSecret } from "../domain/ids.ts"
+import { hashSecret } from "../auth/secrets.ts"
+import { Sql, type SqlError } from "../store/Sql.ts"
+import { type EventFile, Writer } from "../store/Writer.ts"
+import { type CommandRunInput, type DeviceRef, type EventInput, type LocationInput, MAX_EVENT_DATA_BYTES } from "./schemas.ts"
+
+export type Protocol = "http" | "mqtt" | "coap"
+
+/** The one canonical shape every protocol produces (ARCHITECTURE "Envelope"). */
+export interface Envelope<P> {
+  readonly principal: Principal
+  readonly protocol: Protocol
+  /** The device the envelope is for, as named by the sender; a device key ignores it. */
+  readonly device: DeviceRef | undefined
+  readonly payload: P
+}
+
+export interface EventJson {
+  id: string
+  name: string
+  data: unknown
+  timestamp: number
+  device: { id: string }
+  file?: { filename: string | null; contentType: string; size: number }
+}
+
+export interface LocationJson {
+  id: string
+  latitude: string
+  longitude: string
+  altitude: string | null
+  timestamp: number
+  device: { id: string }
+}
+
+export interface CommandRunJson {
+  id: string
+  slug: string
+  data: unknown
+  device: { id: string }
+  timestamp: number
+}
+
+export type IngestError = Forbidden | InvalidInput | NotFound | PayloadTooLarge | Unavailable | SqlError
+
+export interface IngestService {
+  event(envelope: Envelope<EventInput & { readonly file?: EventFile | undefined }>): Effect.Effect<EventJson, IngestError>
+  location(envelope: Envelope<LocationInput>): Effect.Effect<LocationJson, IngestError>
+  runCommand(envelope: Envelope<CommandRunInput>): Effect.Effect<CommandRunJson & { command: { id: string } }, IngestError>
+  /** Forgets cached device ownership (after a device is deleted). */
+  forgetDevices(): void
+}
+
+/** Device ids seen recently → their organisation: most traffic names the same devices again. */
+const OWNER_CACHE_MAX = 100_000
+
+/** A number as stored in a numeric column: the shortest exact decimal JavaScript prints. */
+const decimal = (n: number) => String(n)
+
+export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/ingest/Ingest") {
+  static readonly layer = Layer.effect(
+    Ingest,
+    Effect.gen(function*() {
+      const sql = yield* Sql
+      const writer = yield* Writer
+      const bus = yield* Bus
+      const owners = new Map<string, string>()
+
+      const remember = (deviceId: string, organisationId: string) => {
+        if (owners.size >= OWNER_CACHE_MAX) owners.clear()
+        owners.set(deviceId, organisationId)
+      }
+
+      /** Which device an envelope is for, checked against the sender's organisation. */
+      const resolveDevice = (principal: Principal, ref: DeviceRef | undefined): Effect.Effect<string, IngestError> => {
+        if (principal.kind === "device") {
+          if (ref?.id !== undefined && ref.id !== principal.id) {
+            return Effect.fail(new Forbidden({ message: "a device key may only act as its own device" }))
+          }
+          return Effect.succeed(principal.id)
+        }
+        if (principal.kind === "app" && principal.readOnly) {
+          return Effect.fail(new Forbidden({ message: "this application key is read-only" }))
+        }
+        if (ref?.id !== undefined) {
+          const id = ref.id
+          if (owners.get(id) === principal.organisationId) return Effect.succeed(id)
+          return sql.query<{ organisation_id: string }>("SELECT organisation_id FROM devices WHERE id = $1", [id]).pipe(
+            Effect.flatMap(([row]) => {
+              if (row === undefined || row.organisation_id !== principal.organisationId) {
+                return Effect.fail(new NotFound({ resource: "device", id }))
+              }
+              remember(id, principal.organisationId)
+              return Effect.succeed(id)
+            })
+          )
+        }
+        if (ref?.customId !== undefined) return deviceByCustomId(principal.organisationId, ref.customId)
+        return Effect.fail(new InvalidInput({ field: "device", message: "device: name the device with device.id or device.customId" }))
+      }
+
+      /** `device.customId` finds the device, creating it on first use (API-DECISIONS "Authentication"). */
+      const deviceByCustomId = (organisationId: string, customId: string) =>
+        Effect.gen(function*() {
+          const now = Date.now()
+          const rows = yield* sql.query<{ id: string }>(
+            `INSERT INTO devices (id, organisation_id, secret_hash, name, custom_id, created_at, updated_at)
+             VALUES ($1, $2, $3, $4, $4, $5, $5)
+             ON CONFLICT (organisation_id, custom_id) WHERE custom_id IS NOT NULL DO UPDATE SET custom_id = EXCLUDED.custom_id
+             RETURNING id`,
+            [newId("dev", now), organisationId, hashSecret(newSecret("d_sk")), customId, now]
+          )
+          remember(rows[0].id, organisationId)
+          return rows[0].id
+        })
+
+      const dataText = (data: unknown) => {
+        if (data === undefined) return Effect.succeed(null)
+        const text = JSON.stringify(data)
+        return text.length > MAX_EVENT_DATA_BYTES ? Effect.fail(new PayloadTooLarge({ limit: MAX_EVENT_DATA_BYTES })) : Effect.succeed(text)
+      }
+
+      const event: IngestService["event"] = (envelope) =>
+        Effect.gen(function*() {
+          const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
+          const input = envelope.payload
+          const data = yield* dataText(input.data)
+          const now = Date.now()
+          const id = newId("evt", now)
+          const timestamp = input.timestamp ?? now
+          yield* writer.write({
+            _tag: "event",
+            row: {
+              id,
+              organisationId: envelope.principal.organisationId,
+              deviceId,
+              name: input.name,
+              data,
+              timestamp,
+              receivedAt: now,
+              protocol: envelope.protocol,
+              file: input.file
+            }
+          })
+          const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
+          if (input.file !== undefined) {
+            json.file = { filename: input.file.filename, contentType: input.file.contentType, size: input.file.bytes.byteLength }
+          }
+          yield* bus.deliver({
+            organisationId: envelope.principal.organisationId,
+            deviceId,
+            topic: eventTopic(deviceId, input.name),
+            payload: JSON.stringify(json)
+          })
+          return json
+        })
+
+      const location: IngestService["location"] = (envelope) =>
+        Effect.gen(function*() {
+          const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
+          const input = envelope.payload
+          const now = Date.now()
+          const json: LocationJson = {
+            id: newId("loc", now),
+            latitude: decimal(input.latitude),
+            longitude: decimal(input.longitude),
+            altitude: input.altitude === undefined ? null : decimal(input.altitude),
+            timestamp: input.timestamp ?? now,
+            device: { id: deviceId }
+          }
+          yield* writer.write({
+            _tag: "location",
+            row: {
+              id: json.id,
+              organisationId: envelope.principal.organisationId,
+              deviceId,
+              latitude: json.latitude,
+              longitude: json.longitude,
+              altitude: json.altitude,
+              timestamp: json.timestamp,
+              receivedAt: now,
+              protocol: envelope.protocol
+            }
+          })
+          yield* bus.deliver({
+            organisationId: envelope.principal.organisationId,
+            deviceId,
+            topic: locationTopic(deviceId),
+            payload: JSON.stringify(json)
+          })
+          return json
+        })
+
+      const runCommand: IngestService["runCommand"] = (envelope) =>
+        Effect.gen(function*() {
+          const principal = envelope.principal
+          if (principal.kind === "device") {
+            return yield* new Forbidden({ message: "a device key receives commands; it cannot run them" })
+          }
+          const input = envelope.payload
+          let command: { id: string; slug: string; device_id: string } | undefined
+          if (input.id !== undefined) {
+            const rows = yield* sql.query<{ id: string; slug: string; device_id: string }>(
+              "SELECT id, slug, device_id FROM commands WHERE id = $1 AND organisation_id = $2",
+              [input.id, principal.organisationId]
+            )
+            command = rows[0]
+            if (command === undefined) return yield* new NotFound({ resource: "command", id: input.id })
+          } else {
+            if (input.slug === undefined) {
+              return yield* new InvalidInput({ field: "slug", message: "slug: is required (or the command id)" })
+            }
+            const deviceId = yield* resolveDevice(principal, envelope.device)
+            const rows = yield* sql.query<{ id: string; slug: string; device_id: string }>(
+              "SELECT id, slug, device_id FROM commands WHERE device_id = $1 AND slug = $2 AND organisation_id = $3",
+              [deviceId, input.slug, principal.organisationId]
+            )
+            command = rows[0]
+            if (command === undefined) return yield* new NotFound({ resource: "command", id: `${input.slug} of device ${deviceId}` })
+          }
+          if (principal.kind === "app" && principal.readOnly) return yield* new Forbidden({ message: "this application key is read-only" })
+          const data = yield* dataText(input.data)
+          const now = Date.now()
+          const run: CommandRunJson = {
+            id: newId("cmd", now),
+            slug: command.slug,
+            data: input.data ?? null,
+            device: { id: command.device_id },
+            timestamp: now
+          }
+          // Deliver first: the device is waiting; the run's record follows in the same group commit.
+          yield* bus.deliver({
+            organisationId: principal.organisationId,
+            deviceId: command.device_id,
+            topic: commandRunTopic(command.device_id, command.slug),
+            payload: JSON.stringify(run)
+          })
+          yield* writer.write({
+            _tag: "run",
+            row: {
+              id: run.id,
+              organisationId: principal.organisationId,
+              commandId: command.id,
+              deviceId: command.device_id,
+              data,
+              timestamp: now,
+              protocol: envelope.protocol
+            }
+          })
+          return { ...run, command: { id: command.id } }
+        })
+
+      return Ingest.of({ event, location, runCommand, forgetDevices: () => owners.clear() })
+    })
+  )
+}
