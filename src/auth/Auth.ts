@@ -1,4 +1,5 @@
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, type Scope } from "effect"
+import { Bus } from "../bus/Bus.ts"
 import { Unauthorized } from "../domain/errors.ts"
 import { secretKind } from "../domain/ids.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
@@ -15,8 +16,13 @@ const CACHE_MAX = 50_000
 export interface AuthService {
   /** The only place a credential is read: bearer, `access_token`, `x-app-key`, MQTT username, CoAP `accessToken`. */
   authenticate(secret: string | undefined): Effect.Effect<Principal, Unauthorized | SqlError>
-  /** Drops every cached credential (after a revoke, rotation or deletion). */
+  /**
+   * A credential was revoked, rotated or deleted: every process drops its cached credentials
+   * and tells its `onCredentialsChanged` listeners (live MQTT sessions re-check theirs).
+   */
   forget(): Effect.Effect<void>
+  /** Called in every process after any `forget`, until the scope closes. */
+  onCredentialsChanged(listener: () => void): Effect.Effect<void, never, Scope.Scope>
 }
 
 const missing = new Unauthorized({ message: "not authenticated: send Authorization: Bearer <key>" })
@@ -27,7 +33,14 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
     Auth,
     Effect.gen(function*() {
       const sql = yield* Sql
+      const bus = yield* Bus
       const cache = new Map<string, { principal: Principal; until: number }>()
+      const listeners = new Set<() => void>()
+      yield* bus.onControl((message) => {
+        if (message.type !== "credentials.changed") return
+        cache.clear()
+        for (const listener of listeners) listener()
+      })
 
       const lookup = (kind: string, hash: string): Effect.Effect<Principal | undefined, SqlError> => {
         switch (kind) {
@@ -94,7 +107,15 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         )
       }
 
-      return Auth.of({ authenticate, forget: () => Effect.sync(() => cache.clear()) })
+      return Auth.of({
+        authenticate,
+        // Clear here at once (this request's answer must already hold), then tell every process.
+        forget: () => Effect.andThen(Effect.sync(() => cache.clear()), bus.control({ type: "credentials.changed" })),
+        onCredentialsChanged: (listener) =>
+          Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener))).pipe(
+            Effect.asVoid
+          )
+      })
     })
   )
 }

@@ -12,9 +12,7 @@ export interface Delivery {
 }
 
 /** Cluster-wide notices: a credential stopped working, so caches and sessions must drop it. */
-export type ControlMessage =
-  | { readonly type: "credentials.changed" }
-  | { readonly type: "sessions.close"; readonly credentialHashes: ReadonlyArray<string> }
+export type ControlMessage = { readonly type: "credentials.changed" }
 
 export class BusUnreachable extends Schema.TaggedError<BusUnreachable>()("BusUnreachable", {
   setting: Schema.String,
