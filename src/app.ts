@@ -84,15 +84,9 @@ export const describeStartupFailure = (cause: Cause.Cause<unknown>): string => {
   if (failure !== undefined) {
     const error = failure.error
     if (typeof error === "object" && error !== null && "_tag" in error) {
-      switch (error._tag) {
-        case "ConfigError":
-          return `invalid configuration: ${configMessage(error)}`
-        case "ListenFailed":
-        case "StoreUnreachable": {
-          const e = error as unknown as { setting: string; message: string }
-          return `${e.setting}: ${e.message}`
-        }
-      }
+      if (error._tag === "ConfigError") return `invalid configuration: ${configMessage(error)}`
+      // ListenFailed, StoreUnreachable, BusUnreachable: each names its setting.
+      if ("setting" in error && "message" in error) return `${String(error.setting)}: ${String(error.message)}`
     }
   }
   return Cause.pretty(cause)
