@@ -1,0 +1,109 @@
+import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { migrate } from "../../src/store/migrate.ts"
+import { Sql, type SqlClient } from "../../src/store/Sql.ts"
+import { makeWriter, type WriteItem } from "../../src/store/Writer.ts"
+import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
+
+const event = (i: number, deviceId = "dev_w"): WriteItem => ({
+  _tag: "event",
+  row: {
+    id: `evt_w${String(i).padStart(6, "0")}`,
+    organisationId: "org_w",
+    deviceId,
+    name: "n",
+    data: JSON.stringify({ i }),
+    timestamp: i,
+    receivedAt: 1_000 + i,
+    protocol: "http"
+  }
+})
+
+describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
+  let scope: Scope.Closeable
+  let sql: SqlClient
+  let db: TestDatabase | undefined
+  const count = async (table: string) =>
+    Number((await Effect.runPromise(sql.query<{ n: number }>(`SELECT count(*)::int8 AS n FROM ${table}`)))[0].n)
+
+  beforeAll(async () => {
+    if (kind === "postgres") db = await createPostgresDatabase()
+    scope = await Effect.runPromise(Scope.make())
+    const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
+    const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
+    sql = Context.get(context, Sql)
+    await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
+    await Effect.runPromise(sql.exec(`
+      INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_w', 'w', 1, 1);
+      INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_w', 'org_w', 'h1', 'w', 1, 1);
+      INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_w2', 'org_w', 'h2', 'w2', 1, 1);
+    `))
+  })
+  afterAll(async () => {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await db?.drop()
+  })
+
+  it("writes concurrent items in few batches and resolves each after its commit", async () => {
+    const batches: Array<number> = []
+    const counting: SqlClient = {
+      ...sql,
+      transaction: (f) => {
+        batches.push(0)
+        return sql.transaction(f)
+      }
+    }
+    const writer = makeWriter(counting, { maxBatch: 500, maxPending: 10_000 })
+    const items = Array.from({ length: 1_000 }, (_, i) => event(i))
+    await Promise.all(items.map((item) => Effect.runPromise(writer.service.write(item))))
+    expect(await count("events")).toBe(1_000)
+    // 1,000 concurrent writes with batches of at most 500: a handful of transactions, not 1,000.
+    expect(batches.length).toBeGreaterThanOrEqual(2)
+    expect(batches.length).toBeLessThanOrEqual(4)
+    const [device] = await Effect.runPromise(sql.query<{ last_seen_at: number }>("SELECT last_seen_at FROM devices WHERE id = 'dev_w'"))
+    expect(device.last_seen_at).toBe(1_000 + 999)
+    expect(writer.service.pending()).toBe(0)
+  })
+
+  it("fails only the item whose row is bad, not its batch neighbours", async () => {
+    const writer = makeWriter(sql)
+    const good = [event(2_000, "dev_w2"), event(2_001, "dev_w2")]
+    const bad = event(2_002, "dev_missing")
+    const results = await Promise.all([...good, bad].map((item) => Effect.runPromiseExit(writer.service.write(item))))
+    expect(results.map((r) => r._tag)).toEqual(["Success", "Success", "Failure"])
+    const stored = await Effect.runPromise(sql.query<{ id: string }>("SELECT id FROM events WHERE device_id = 'dev_w2' ORDER BY id"))
+    expect(stored.map((r) => r.id)).toEqual(["evt_w002000", "evt_w002001"])
+  })
+
+  it("refuses with Unavailable instead of queueing without bound", async () => {
+    const writer = makeWriter(sql, { maxBatch: 10, maxPending: 20 })
+    const items = Array.from({ length: 50 }, (_, i) => event(3_000 + i))
+    const results = await Promise.all(items.map((item) => Effect.runPromiseExit(writer.service.write(item))))
+    const refused = results.filter((r) => Exit.isFailure(r))
+    expect(refused.length).toBe(30)
+    for (const r of refused) {
+      const reason = Exit.isFailure(r) ? r.cause.reasons.find(Cause.isFailReason) : undefined
+      expect(reason?.error._tag).toBe("Unavailable")
+    }
+    expect(await count("events WHERE timestamp >= 3000 AND timestamp < 4000")).toBe(20)
+  })
+
+  it("writes locations and command runs in the same batches", async () => {
+    const writer = makeWriter(sql)
+    await Effect.runPromise(sql.query("INSERT INTO commands (id, organisation_id, device_id, name, slug, created_at, updated_at) VALUES ('cmd_w', 'org_w', 'dev_w', 'c', 'c', 1, 1)"))
+    await Promise.all([
+      Effect.runPromise(writer.service.write({
+        _tag: "location",
+        row: { id: "loc_w1", organisationId: "org_w", deviceId: "dev_w", latitude: "1.25", longitude: "-2.5", altitude: null, timestamp: 1, receivedAt: 5_000, protocol: "mqtt" }
+      })),
+      Effect.runPromise(writer.service.write({
+        _tag: "run",
+        row: { id: "cmd_run1", organisationId: "org_w", commandId: "cmd_w", deviceId: "dev_w", data: "{\"x\":1}", timestamp: 1, protocol: "http" }
+      }))
+    ])
+    const [loc] = await Effect.runPromise(sql.query<{ latitude: string }>("SELECT latitude::text AS latitude FROM locations WHERE id = 'loc_w1'"))
+    expect(loc.latitude).toBe("1.25")
+    const [run] = await Effect.runPromise(sql.query<{ data: unknown }>("SELECT data FROM command_runs WHERE id = 'cmd_run1'"))
+    expect(run.data).toEqual({ x: 1 })
+  })
+})
