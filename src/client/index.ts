@@ -1,0 +1,2 @@
+export { createRestClient, type RestClient, type RestClientOptions, VoltaicError } from "./rest.ts"
+export { connectStream, type StreamClient, type StreamNotification, type StreamOptions } from "./stream.ts"

@@ -1,0 +1,185 @@
+/**
+ * A typed REST client for applications and devices. Web-standard `fetch` only, so it runs in
+ * Node, Deno and browsers.
+ *
+ * ```ts
+ * const voltaic = createRestClient({ baseUrl: "http://localhost:8080/v1", key: "a_sk_…" })
+ * const space = await voltaic.spaces.create({ name: "Plant" })
+ * const device = await voltaic.devices.create({ name: "Meter", space: { id: space.id } })
+ * await voltaic.events.publish({ name: "temperature", data: 21.5, device: { id: device.id } })
+ * ```
+ */
+
+export interface RestClientOptions {
+  /** Ends with `/v1`. */
+  readonly baseUrl: string
+  /** Application key, device secret key or user token. */
+  readonly key: string
+  readonly fetch?: typeof fetch
+}
+
+/** A non-2xx answer, with the server's error code and the field it names. */
+export class VoltaicError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+    readonly field?: string
+  ) {
+    super(message)
+    this.name = "VoltaicError"
+  }
+}
+
+export interface Ref {
+  readonly id: string
+}
+export interface DeviceRef {
+  readonly id?: string
+  readonly customId?: string
+}
+
+export interface Space {
+  id: string
+  clientId: string | null
+  name: string
+  isPublic: boolean
+  disabled: boolean
+  avatar: { default?: string; url?: string; thumbnail?: string } | null
+  owner: { organisation: { id: string; name: string } }
+  timezone: string
+  country: string | null
+  createdAt: number
+  updatedAt: number
+}
+
+export interface Device {
+  id: string
+  name: string
+  customId: string | null
+  isMain: boolean
+  isActive: boolean
+  serialNumber: string | null
+  batchNumber: string | null
+  space: Space | null
+  product: { id: string; name: string } | null
+  place: Ref | null
+  gateway: Ref | null
+  state: Record<string, unknown> | null
+  meta: Record<string, unknown> | null
+  lastSeenAt: number | null
+  createdAt: number
+  updatedAt: number
+}
+
+export interface Event {
+  id: string
+  name: string
+  data: unknown
+  timestamp: number
+  device: Ref
+}
+
+export interface Location {
+  id: string
+  latitude: string
+  longitude: string
+  altitude: string | null
+  timestamp: number
+  device: Ref
+}
+
+export interface Command {
+  id: string
+  name: string
+  slug: string
+  device: Ref
+  createdAt: number
+  updatedAt: number
+}
+
+export interface CommandRun {
+  id: string
+  running: true
+  slug: string
+  data: unknown
+  device: Ref
+  command: Ref
+  timestamp: number
+}
+
+export interface ListOptions {
+  readonly limit?: number
+  readonly page?: number
+  readonly sort?: "ASC" | "DESC"
+  readonly order?: string
+  readonly since?: number | string
+  readonly until?: number | string
+}
+
+type Query = Record<string, string | number | undefined>
+
+export const createRestClient = (options: RestClientOptions) => {
+  const doFetch = options.fetch ?? fetch
+  const base = options.baseUrl.replace(/\/+$/, "")
+
+  const request = async <T>(method: string, path: string, body?: unknown, query?: Query): Promise<T> => {
+    const url = new URL(base + path)
+    for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v))
+    const res = await doFetch(url, {
+      method,
+      headers: {
+        authorization: `Bearer ${options.key}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" })
+      },
+      body: body === undefined ? undefined : JSON.stringify(body)
+    })
+    const text = await res.text()
+    const json: unknown = text === "" ? undefined : JSON.parse(text)
+    if (!res.ok) {
+      const error = (json as { error?: { code?: string; message?: string; field?: string } } | undefined)?.error
+      throw new VoltaicError(res.status, error?.code ?? "unknown", error?.message ?? res.statusText, error?.field)
+    }
+    return json as T
+  }
+
+  const list = (options: ListOptions | undefined, extra: Query = {}): Query => ({ ...options, ...extra })
+
+  return {
+    whoami: () => request<{ id: string; kind: string; organisation: { id: string; name: string } }>("GET", "/whoami"),
+    spaces: {
+      create: (body: { name: string; timezone?: string; country?: string }) => request<Space>("POST", "/spaces", body),
+      get: (id: string) => request<Space>("GET", `/spaces/${encodeURIComponent(id)}`),
+      list: (opts?: ListOptions) => request<{ spaces: Array<Space>; count: number }>("GET", "/spaces", undefined, list(opts))
+    },
+    devices: {
+      create: (body: { name: string; space: Ref; customId?: string }) => request<Device & { secretKey: string }>("POST", "/devices", body),
+      get: (id: string) => request<Device>("GET", `/devices/${encodeURIComponent(id)}`),
+      me: () => request<Device>("GET", "/devices/me"),
+      list: (opts?: ListOptions & { spaceId?: string }) =>
+        request<Array<Device>>("GET", "/devices", undefined, list(opts, { "space.id": opts?.spaceId, spaceId: undefined })),
+      rotateSecretKey: (id: string) => request<{ id: string; secretKey: string }>("POST", `/devices/${encodeURIComponent(id)}/secretKey`)
+    },
+    events: {
+      publish: (body: { name: string; data?: unknown; timestamp?: number; device?: DeviceRef }) => request<Event>("POST", "/events", body),
+      get: (id: string) => request<Event>("GET", `/events/${encodeURIComponent(id)}`),
+      list: (deviceId: string, opts?: ListOptions & { name?: string }) =>
+        request<{ events: Array<Event>; count: number }>("GET", "/events", undefined, list(opts, { "device.id": deviceId }))
+    },
+    locations: {
+      publish: (body: { latitude: number; longitude: number; altitude?: number; device?: DeviceRef }) =>
+        request<Location>("POST", "/locations", body),
+      list: (deviceId: string, opts?: ListOptions) =>
+        request<{ locations: Array<Location>; count: number }>("GET", "/locations", undefined, list(opts, { "device.id": deviceId }))
+    },
+    commands: {
+      create: (body: { name: string; slug?: string; device: Ref }) => request<Command>("POST", "/commands", body),
+      run: (body: { slug: string; device: Ref; data?: unknown } | { id: string; data?: unknown }) =>
+        request<CommandRun>("POST", "/commands/run", body),
+      list: (deviceId: string, opts?: ListOptions) =>
+        request<{ commands: Array<Command>; count: number }>("GET", "/commands", undefined, list(opts, { "device.id": deviceId }))
+    }
+  }
+}
+
+export type RestClient = ReturnType<typeof createRestClient>
