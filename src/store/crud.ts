@@ -129,18 +129,21 @@ export const deleteRow = (sql: SqlClient, table: Table, organisationId: string, 
   )
 
 /**
- * One page of a filtered list plus the total number of matches, in one statement
- * (`count(*) OVER ()`); a second count only when the page is past the end.
+ * One page of a filtered list plus the total number of matches. The page's ids are chosen
+ * first from `base` alone and only those rows are joined and rendered: a window count over the
+ * joined query would render every match before LIMIT (bench/RESULTS.md).
  */
 export const listRows = (
   sql: SqlClient,
   query: {
     readonly select: string
     readonly from: string
+    /** The filtered table without joins, e.g. `devices d`; `where`, order and time refer to it. */
+    readonly base: string
+    readonly alias: string
     readonly where: ReadonlyArray<string>
     readonly params: ReadonlyArray<unknown>
     readonly timeColumn: string
-    readonly idColumn: string
   },
   list: ListParams
 ): Effect.Effect<Page<Row>, SqlError> =>
@@ -156,20 +159,20 @@ export const listRows = (
       where.push(`${query.timeColumn} < $${params.length}`)
     }
     const whereSql = where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""
+    const countParams = [...params]
     params.push(list.limit, list.page * list.limit)
-    const rows = yield* sql.query(
-      `SELECT ${query.select}, count(*) OVER () AS total__ FROM ${query.from} ${whereSql}
-       ORDER BY ${list.orderBy} ${list.sort}, ${query.idColumn} ${list.sort}
-       LIMIT $${params.length - 1} OFFSET $${params.length}`,
-      params
-    )
-    if (rows.length > 0) return { items: rows, total: Number(rows[0].total__) }
-    if (list.page === 0) return { items: [], total: 0 }
-    const count = yield* sql.query<{ n: number }>(
-      `SELECT count(*)::int8 AS n FROM ${query.from} ${whereSql}`,
-      params.slice(0, -2)
-    )
-    return { items: [], total: Number(count[0].n) }
+    const a = query.alias
+    const order = `${list.orderBy} ${list.sort}, ${a}.id ${list.sort}`
+    const [rows, count] = yield* Effect.all([
+      sql.query(
+        `WITH page AS (SELECT ${a}.id FROM ${query.base} ${whereSql} ORDER BY ${order}
+                       LIMIT $${params.length - 1} OFFSET $${params.length})
+         SELECT ${query.select} FROM ${query.from} JOIN page ON page.id = ${a}.id ORDER BY ${order}`,
+        params
+      ),
+      sql.query<{ n: number }>(`SELECT count(*)::int8 AS n FROM ${query.base} ${whereSql}`, countParams)
+    ], { concurrency: "unbounded" })
+    return { items: rows, total: Number(count[0].n) }
   })
 
 /** Rejects a field that must not be null on update. */
@@ -183,6 +186,8 @@ export interface ResourceQuery<T> {
   readonly resource: string
   readonly select: string
   readonly from: string
+  /** The resource table alone with its alias (`devices d`): lists filter and page on it. */
+  readonly base: string
   readonly alias: string
   readonly map: (row: Row) => T
   /** API `order` values → SQL expressions; the first is the default. */
@@ -218,9 +223,10 @@ export const listOf = <T>(
   return listRows(sql, {
     select: q.select,
     from: q.from,
+    base: q.base,
+    alias: q.alias,
     where,
     params,
-    timeColumn: q.timeColumn ?? `${q.alias}.created_at`,
-    idColumn: `${q.alias}.id`
+    timeColumn: q.timeColumn ?? `${q.alias}.created_at`
   }, list).pipe(Effect.map((page) => ({ items: page.items.map(q.map), total: page.total })))
 }

@@ -106,6 +106,7 @@ export const deviceQuery: ResourceQuery<DeviceJson> = {
     JOIN organisations o ON o.id = d.organisation_id
     LEFT JOIN spaces s ON s.id = d.space_id
     LEFT JOIN products p ON p.id = d.product_id`,
+  base: "devices d",
   alias: "d",
   map: toDevice,
   order: {

@@ -47,6 +47,7 @@ export const gatewayQuery: ResourceQuery<GatewayJson> = {
   resource: "gateway",
   select: "g.*",
   from: "gateways g",
+  base: "gateways g",
   alias: "g",
   map: toGateway,
   order: { createdAt: "g.created_at", updatedAt: "g.updated_at", id: "g.id", name: "g.name", lastSeenAt: "g.last_seen_at" }

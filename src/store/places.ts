@@ -41,6 +41,7 @@ export const placeQuery: ResourceQuery<PlaceJson> = {
   resource: "place",
   select: "p.*",
   from: "places p",
+  base: "places p",
   alias: "p",
   map: toPlace,
   order: { createdAt: "p.created_at", updatedAt: "p.updated_at", id: "p.id", name: "p.name" }

@@ -51,6 +51,7 @@ export const productQuery: ResourceQuery<ProductJson> = {
   resource: "product",
   select: "p.*",
   from: "products p",
+  base: "products p",
   alias: "p",
   map: toProduct,
   order: { createdAt: "p.created_at", updatedAt: "p.updated_at", id: "p.id", name: "p.name" }

@@ -51,6 +51,7 @@ export const spaceQuery: ResourceQuery<SpaceJson> = {
   resource: "space",
   select: "s.*, o.name AS organisation_name",
   from: "spaces s JOIN organisations o ON o.id = s.organisation_id",
+  base: "spaces s",
   alias: "s",
   map: (row) => toSpace(row, str(row, "organisation_name")),
   order: { createdAt: "s.created_at", updatedAt: "s.updated_at", id: "s.id", name: "s.name" }

@@ -21,6 +21,7 @@ export const eventQuery: ResourceQuery<EventJson> = {
   resource: "event",
   select: "e.id, e.name, e.data, e.timestamp, e.device_id, e.has_file, f.filename, f.content_type, f.size",
   from: "events e LEFT JOIN event_files f ON f.event_id = e.id AND e.has_file",
+  base: "events e",
   alias: "e",
   map: toEvent,
   order: { timestamp: "e.timestamp", id: "e.id", name: "e.name" },
@@ -40,6 +41,7 @@ export const locationQuery: ResourceQuery<LocationJson> = {
   resource: "location",
   select: "l.id, l.latitude::text AS latitude, l.longitude::text AS longitude, l.altitude::text AS altitude, l.timestamp, l.device_id",
   from: "locations l",
+  base: "locations l",
   alias: "l",
   map: toLocation,
   order: { timestamp: "l.timestamp", id: "l.id" },
@@ -68,6 +70,7 @@ export const commandQuery: ResourceQuery<CommandJson> = {
   resource: "command",
   select: "c.*",
   from: "commands c",
+  base: "commands c",
   alias: "c",
   map: toCommand,
   order: { createdAt: "c.created_at", updatedAt: "c.updated_at", id: "c.id", name: "c.name", slug: "c.slug" }

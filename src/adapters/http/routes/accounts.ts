@@ -30,7 +30,7 @@ import {
 } from "../schemas.ts"
 
 const DEPRECATED = { Deprecation: "true" }
-const apiKeyOrder = { createdAt: "created_at", name: "name", id: "id" } as const
+const apiKeyOrder = { createdAt: "k.created_at", name: "k.name", id: "k.id" } as const
 
 /** Organisations, application keys, the deprecated user tokens and `/whoami`. */
 export const accountRoutes = (api: Api): void => {
@@ -117,12 +117,13 @@ export const accountRoutes = (api: Api): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         const page = yield* listRows(sql, {
-          select: "*",
-          from: "api_keys",
-          where: ["organisation_id = $1"],
+          select: "k.*",
+          from: "api_keys k",
+          base: "api_keys k",
+          alias: "k",
+          where: ["k.organisation_id = $1"],
           params: [principal.organisationId],
-          timeColumn: "created_at",
-          idColumn: "id"
+          timeColumn: "k.created_at"
         }, { ...query, orderBy: apiKeyOrder[query.order as keyof typeof apiKeyOrder] })
         return listReply({ items: page.items.map(toApiKey), total: page.total }, "apiKeys")
       })

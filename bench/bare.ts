@@ -1,0 +1,67 @@
+/**
+ * The ceiling for `bench/rest.ts`: the same two routes on a bare Hono app, no auth, no
+ * store, answering a fixed device of the shape and size Voltaic sends. Run as its own
+ * process; prints `bare hono listening on <host>:<port>` once ready.
+ */
+import { serve } from "@hono/node-server"
+import { Hono } from "hono"
+import type { AddressInfo } from "node:net"
+
+const organisation = { id: "org_01jd0000000000000000000000", name: "Default organisation" }
+
+const device = (id: string) => ({
+  id,
+  isMain: false,
+  isActive: true,
+  name: "bench device 0042",
+  customId: null,
+  serialNumber: null,
+  batchNumber: null,
+  space: {
+    id: "spc_01jd0000000000000000000000",
+    clientId: null,
+    name: "bench space 3",
+    isPublic: false,
+    disabled: false,
+    avatar: null,
+    owner: { organisation },
+    timezone: "UTC",
+    country: null,
+    createdAt: 1_732_240_000_000,
+    updatedAt: 1_732_240_000_000
+  },
+  product: null,
+  place: null,
+  gateway: null,
+  organisation,
+  events: [],
+  location: null,
+  state: null,
+  meta: null,
+  wifi: null,
+  cellular: null,
+  bluetooth: null,
+  lora: null,
+  sigfox: null,
+  lastSeenAt: null,
+  lastUnprocessedEventTimestamp: null,
+  lastProcessedEventTimestamp: null,
+  createdAt: 1_732_240_000_000,
+  updatedAt: 1_732_240_000_000
+})
+
+const app = new Hono()
+app.get("/v1/devices/:id", (c) => c.json(device(c.req.param("id"))))
+app.get("/v1/devices", (c) => {
+  const limit = Math.min(Math.max(Number(c.req.query("limit") ?? 20) || 20, 1), 100)
+  return c.json(Array.from({ length: limit }, (_, i) => device(`dev_01jd${String(i).padStart(22, "0")}`)))
+})
+
+const host = process.env.HOST ?? "127.0.0.1"
+const server = serve({ fetch: app.fetch, port: 0, hostname: host }, (info: AddressInfo) => {
+  console.log(`bare hono listening on ${host}:${info.port}`)
+})
+
+const stop = () => server.close(() => process.exit(0))
+process.once("SIGTERM", stop)
+process.once("SIGINT", stop)
