@@ -1,6 +1,8 @@
 import { Cause, Console, Effect, Layer, type LogLevel, Option, References } from "effect"
 import { makeHttpApp } from "./adapters/http/HttpApp.ts"
 import { HttpListener } from "./adapters/http/HttpListener.ts"
+import { CoapLive } from "./adapters/coap/CoapServer.ts"
+import { MqttLive } from "./adapters/mqtt/MqttServer.ts"
 import { Auth } from "./auth/Auth.ts"
 import { Bus } from "./bus/Bus.ts"
 import { Ingest } from "./ingest/Ingest.ts"
@@ -73,7 +75,7 @@ export const CoreLive = Layer.mergeAll(Auth.layer, SetupLive, Ingest.layer).pipe
 )
 
 /** Everything but the runtime-specific listener, which the entry file provides. */
-export const AppLive = HttpLive.pipe(Layer.provide(CoreLive))
+export const AppLive = Layer.mergeAll(HttpLive, MqttLive, CoapLive).pipe(Layer.provide(CoreLive))
 
 /**
  * One line naming the setting for the failures an operator can fix (bad variable, port in

@@ -10,6 +10,14 @@ export const eventTopic = (deviceId: string, name: string) => `devices/${deviceI
 export const locationTopic = (deviceId: string) => `devices/${deviceId}/locations`
 export const commandRunTopic = (deviceId: string, slug: string) => `devices/${deviceId}/commands/${slug}/run`
 
+/**
+ * Where an accepted device publish is re-routed inside the MQTT broker once it is stored, so
+ * the raw packet reaches nobody: subscribers get the stored resource from the bus instead.
+ * No filter a client may hold matches it: `$` topics are outside wildcards [MQTT-4.7.2-1]
+ * and `subscriptionDevice` refuses it.
+ */
+export const INGESTED_TOPIC = "$voltaic/ingested"
+
 /** What a publish to a topic asks for. */
 export type PublishTopic =
   | { readonly kind: "event"; readonly deviceId: string; readonly name: string }

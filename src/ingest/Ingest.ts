@@ -233,13 +233,8 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
             device: { id: command.device_id },
             timestamp: now
           }
-          // Deliver first: the device is waiting; the run's record follows in the same group commit.
-          yield* bus.deliver({
-            organisationId: principal.organisationId,
-            deviceId: command.device_id,
-            topic: commandRunTopic(command.device_id, command.slug),
-            payload: JSON.stringify(run)
-          })
+          // Stored first, like every acknowledged write: a retried run (back-pressure) is then
+          // never delivered twice. Group commit keeps this to a few milliseconds.
           yield* writer.write({
             _tag: "run",
             row: {
@@ -251,6 +246,12 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
               timestamp: now,
               protocol: envelope.protocol
             }
+          })
+          yield* bus.deliver({
+            organisationId: principal.organisationId,
+            deviceId: command.device_id,
+            topic: commandRunTopic(command.device_id, command.slug),
+            payload: JSON.stringify(run)
           })
           return { ...run, command: { id: command.id } }
         })

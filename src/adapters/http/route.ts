@@ -64,7 +64,8 @@ export const credentialOf = (c: Context): string | undefined => {
   return appKey !== undefined && appKey !== "" ? appKey : undefined
 }
 
-const firstIssue = (error: z.ZodError, prefix: string | undefined): InvalidInput => {
+/** The first zod issue as `InvalidInput` naming the field (`name: is required`). */
+export const firstIssue = (error: z.ZodError, prefix: string | undefined): InvalidInput => {
   const issue = error.issues[0]
   const path = issue.path.map(String).join(".")
   const field = prefix === undefined ? path || "body" : path === "" ? prefix : path

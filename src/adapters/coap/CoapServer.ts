@@ -1,0 +1,205 @@
+import { createServer, type IncomingMessage, type OutgoingMessage } from "coap"
+import { generate, type ParsedPacket } from "coap-packet"
+import { Context, Effect, FiberSet, Layer } from "effect"
+import { createSocket, type RemoteInfo, type Socket } from "node:dgram"
+import { isIPv6 } from "node:net"
+import type { Auth } from "../../auth/Auth.ts"
+import { AppConfig } from "../../config.ts"
+import { Unavailable } from "../../domain/errors.ts"
+import type { Ingest } from "../../ingest/Ingest.ts"
+import { type ListenFailed, listenFailure, type ListenOptions } from "../http/HttpListener.ts"
+import { blockValue, makeTransfers, parseBlock, readUint } from "./blockwise.ts"
+import { badBlock2, coapError, type CoapReply, errorReply } from "./errors.ts"
+import { exchangeKey, makeExchanges } from "./exchanges.ts"
+import { type CoapRequest, handleCoap, MAX_COAP_PAYLOAD_BYTES } from "./handler.ts"
+import { replyDatagram, screen } from "./screen.ts"
+
+/**
+ * How long a reply may take to go piggybacked on the ACK of a Confirmable request; after
+ * this the coap package sends an empty ACK and the reply separately (RFC 7252 §5.2.2).
+ * Below ACK_TIMEOUT (2 s, §4.8) so a client does not retransmit while the event is stored.
+ */
+const PIGGYBACK_REPLY_MS = 1_000
+
+/** On close, requests being stored get this long to be answered; the rest are answered 5.03. */
+const DRAIN_MS = 2_000
+
+/** Milliseconds a closing socket waits at most for queued replies to leave. */
+const MAX_FLUSH_WAITS = 100
+
+/** The bound CoAP endpoint: `port` is the one the OS chose when `COAP_PORT` is 0. */
+export class CoapServer extends Context.Service<CoapServer, { readonly port: number }>()("voltaic/adapters/coap/CoapServer") {}
+
+/** What the handler reads of a request the coap package parsed. */
+export const fromIncoming = (req: IncomingMessage): CoapRequest => {
+  const format = req.headers["Content-Format"]
+  return {
+    method: req.method ?? req.code,
+    path: req.url.split("?")[0],
+    contentFormat: typeof format === "string" || typeof format === "number" ? format : undefined,
+    payload: req.payload
+  }
+}
+
+const send = (res: OutgoingMessage, reply: CoapReply) => {
+  res.code = reply.code
+  res.setOption("Content-Format", "application/json")
+  if (reply.block1 !== undefined) res.setOption("Block1", Buffer.from(reply.block1))
+  if (reply.maxAge !== undefined) res.setOption("Max-Age", reply.maxAge)
+  if (reply.size1 !== undefined) res.setOption("Size1", reply.size1)
+  res.end(Buffer.from(reply.payload))
+}
+
+const shuttingDown = coapError(new Unavailable({ retryAfterSeconds: 5, message: "the server is shutting down; retry shortly" }))
+
+const malformed = (name: string) => errorReply("4.00", "bad_request", `${name}: malformed option (RFC 7959 §2.2)`)
+
+/**
+ * Options handled before the coap package sees a request: Block1 (with Size1) and Block2
+ * here, and Observe, which nothing here offers (RFC 7641 §4.1: the reply simply carries
+ * no Observe) and which would switch the package to a stream that sends no response code.
+ */
+const TAKEN_HERE = new Set(["Block1", "Block2", "Size1", "Observe"])
+
+/** Any size will do for a datagram rebuilt here (coap-packet's default limit is 1280 bytes). */
+const ANY_LENGTH = Number.MAX_SAFE_INTEGER
+
+/** RFC 9175 §3.2: coap-packet names options it does not know by their number. */
+const REQUEST_TAG = "292"
+
+/** Blocks of one upload share endpoint, path and Request-Tag (RFC 7959 §2.5, RFC 9175 §3). */
+const transferKey = (from: RemoteInfo, packet: ParsedPacket): string => {
+  const path = packet.options.filter((o) => o.name === "Uri-Path").map((o) => o.value.toString()).join("/")
+  const tag = packet.options.find((o) => String(o.name) === REQUEST_TAG)
+  return `${from.address}|${from.port}|${path}|${tag === undefined ? "" : tag.value.toString("hex")}`
+}
+
+/** A UDP socket bound to the configured address (no SO_REUSEADDR: a port in use fails), closed with the scope. */
+const bind = (options: ListenOptions) =>
+  Effect.acquireRelease(
+    Effect.callback<Socket, ListenFailed>((resume) => {
+      const socket = createSocket({ type: isIPv6(options.host) ? "udp6" : "udp4" })
+      const onError = (error: Error) => {
+        socket.close()
+        resume(Effect.fail(listenFailure(options, error)))
+      }
+      socket.once("error", onError)
+      socket.bind(options.port, options.host, () => {
+        socket.off("error", onError)
+        resume(Effect.succeed(socket))
+      })
+    }),
+    (socket) =>
+      Effect.callback<void>((resume) => {
+        // Replies just handed to the socket leave after an address lookup on a later tick;
+        // closing before they are out would drop them.
+        // Deno's node:dgram has no getSendQueueCount: there one tick must do.
+        let waits = 0
+        const queued = () => (typeof socket.getSendQueueCount === "function" ? socket.getSendQueueCount() : 0)
+        const close = () => {
+          if (queued() > 0 && waits++ < MAX_FLUSH_WAITS) return void setTimeout(close, 1)
+          socket.close(() => resume(Effect.void))
+        }
+        setTimeout(close, 0)
+      })
+  )
+
+/**
+ * CoAP over UDP on `COAP_PORT` at `HOST` (API-DECISIONS "CoAP"): `POST /events` and
+ * `POST /locations` → Envelope → Ingest, answered 2.01 once stored.
+ *
+ * The coap package parses requests, acknowledges Confirmable ones (piggybacked, or an empty
+ * ACK and a separate response) and resends its cached reply to a retransmission that comes
+ * after the reply. Added here: `screen` (format errors, pings), Block1 reassembly that does
+ * not depend on tokens (`makeTransfers`), and the exchange cache, which also covers copies
+ * arriving while the first is still being stored. Closing the scope stops reading, answers
+ * what is in flight (5.03 after `DRAIN_MS`) and closes the socket.
+ */
+export const CoapLive = Layer.effect(
+  CoapServer,
+  Effect.gen(function*() {
+    const config = yield* AppConfig
+    const socket = yield* bind({ port: config.coapPort, host: config.host, setting: "COAP_PORT" })
+    // Made after the socket: on close, handlers still running are interrupted before it closes.
+    const fibers = yield* FiberSet.make()
+    const runPromise = yield* FiberSet.runtimePromise(fibers)<Auth | Ingest>()
+    const exchanges = makeExchanges<CoapReply>()
+    const transfers = makeTransfers(MAX_COAP_PAYLOAD_BYTES)
+    /** Block1 of the last block of an upload, echoed in the response to the whole (RFC 7959 §2.3). */
+    const echoes = new Map<string, Buffer>()
+    const pending = new Set<OutgoingMessage>()
+    const answering = new Set<Promise<void>>()
+
+    const server = createServer({ piggybackReplyMs: PIGGYBACK_REPLY_MS })
+    server.on("request", (req: IncomingMessage, res: OutgoingMessage) => {
+      const key = exchangeKey(req.rsinfo.address, req.rsinfo.port, req._packet.messageId, req._packet.token)
+      const echo = echoes.get(key)
+      pending.add(res)
+      const answered = exchanges.reply(key, Date.now(), () =>
+        runPromise(handleCoap(fromIncoming(req))).then((reply) => (echo === undefined ? reply : { ...reply, block1: echo }))).then(
+          (reply) => {
+            if (pending.delete(res)) send(res, reply)
+          },
+          // Interrupted: the server is closing and answers it 5.03.
+          () => undefined
+        )
+      answering.add(answered)
+      void answered.finally(() => answering.delete(answered))
+    })
+    server.on("error", (error: Error) => {
+      runPromise(Effect.logWarning(`coap: ${error.message}`)).catch(() => undefined)
+    })
+
+    const onMessage = (handle: (datagram: Buffer, from: RemoteInfo) => void) => (datagram: Buffer, from: RemoteInfo) => {
+      const verdict = screen(datagram)
+      if (verdict._tag === "drop") return
+      const reply = (answer: Buffer) => void socket.send(answer, from.port, from.address)
+      if (verdict._tag === "answer") return reply(verdict.datagram)
+      const packet = verdict.packet
+      if (!packet.options.some((o) => TAKEN_HERE.has(String(o.name)))) return handle(datagram, from)
+      const options = packet.options.filter((o) => !TAKEN_HERE.has(String(o.name)))
+      // Replies are one message, so Block2 NUM 0 (early size negotiation, RFC 7959 §2.4) is
+      // dropped and the package never splits a reply; a later block does not exist.
+      const block2Option = packet.options.find((o) => o.name === "Block2")
+      const block2 = block2Option && parseBlock(block2Option.value)
+      if (block2Option !== undefined && block2 === undefined) return reply(replyDatagram(packet, malformed("Block2")))
+      if (block2 !== undefined && block2.num > 0) return reply(replyDatagram(packet, badBlock2()))
+      const block1Option = packet.options.find((o) => o.name === "Block1")
+      if (block1Option === undefined) return handle(generate({ ...packet, options }, ANY_LENGTH), from)
+      const block = parseBlock(block1Option.value)
+      if (block === undefined) return reply(replyDatagram(packet, malformed("Block1")))
+      const now = Date.now()
+      const key = exchangeKey(from.address, from.port, packet.messageId, packet.token)
+      // The last block again, after the upload was taken in: the package's cache or the exchange cache answers it.
+      if (!block.more && exchanges.has(key, now)) return handle(generate({ ...packet, options, payload: Buffer.alloc(0) }, ANY_LENGTH), from)
+      const size1 = packet.options.find((o) => o.name === "Size1")
+      const assembly = transfers.block(transferKey(from, packet), block, packet.payload, size1 && readUint(size1.value), now)
+      if (assembly._tag === "reply") return reply(replyDatagram(packet, assembly.reply))
+      // The whole upload as one request with the last block's message ID and token.
+      echoes.set(key, blockValue(block))
+      handle(generate({ ...packet, options, payload: assembly.payload }, ANY_LENGTH), from)
+      echoes.delete(key)
+    }
+
+    yield* Effect.acquireRelease(
+      Effect.sync(() => {
+        // The package reads our socket; its datagrams go through `onMessage` first.
+        server.listen(socket)
+        socket.removeAllListeners("message")
+        socket.on("message", onMessage(server.handleRequest()))
+      }),
+      () =>
+        Effect.gen(function*() {
+          socket.removeAllListeners("message")
+          yield* Effect.promise(() => Promise.allSettled([...answering])).pipe(Effect.timeoutOption(DRAIN_MS))
+          for (const res of pending) send(res, shuttingDown)
+          pending.clear()
+          server.close()
+        })
+    )
+
+    const { port } = socket.address()
+    yield* Effect.logInfo(`coap listening on ${config.host}:${port}`)
+    return CoapServer.of({ port })
+  })
+)

@@ -1,0 +1,93 @@
+import { Effect } from "effect"
+import type { z } from "@hono/zod-openapi"
+import type { Principal } from "../../auth/Principal.ts"
+import { parsePublishTopic } from "../../bus/topics.ts"
+import { InvalidInput } from "../../domain/errors.ts"
+import type { IngestError, IngestService } from "../../ingest/Ingest.ts"
+import { commandRunInput, type DeviceRef, eventInput, locationInput } from "../../ingest/schemas.ts"
+
+/**
+ * A device or application publish as the ingest service takes it: the topic names the kind
+ * (and usually the device), the JSON payload the rest (API-DECISIONS "MQTT").
+ */
+export type IngestRequest =
+  | { readonly kind: "event"; readonly device: DeviceRef | undefined; readonly input: z.output<typeof eventInput> }
+  | { readonly kind: "location"; readonly device: DeviceRef | undefined; readonly input: z.output<typeof locationInput> }
+  | { readonly kind: "command"; readonly device: DeviceRef | undefined; readonly input: z.output<typeof commandRunInput> }
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+const notJson = new InvalidInput({ field: "payload", message: "payload: must be JSON (UTF-8)" })
+
+const parseJson = (payload: Uint8Array | string): Effect.Effect<unknown, InvalidInput> =>
+  Effect.try({
+    try: () => JSON.parse(typeof payload === "string" ? payload : utf8.decode(payload)) as unknown,
+    catch: () => notJson
+  })
+
+/**
+ * `{"data", "timestamp"?}` on a device's event topic (`{"data"?}` on a command topic);
+ * any other JSON value is the data itself.
+ */
+const wrapped = (value: unknown, keys: ReadonlyArray<string>): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value) && Object.hasOwn(value, "data") &&
+  Object.keys(value).every((key) => keys.includes(key))
+
+const validate = <S extends z.ZodType>(schema: S, value: unknown): Effect.Effect<z.output<S>, InvalidInput> => {
+  const result = schema.safeParse(value)
+  if (result.success) return Effect.succeed(result.data)
+  const issue = result.error.issues[0]
+  const field = issue.path.map(String).join(".") || "payload"
+  const required = issue.code === "invalid_type" && /received undefined/.test(issue.message)
+  return Effect.fail(new InvalidInput({ field, message: `${field}: ${required ? "is required" : issue.message}` }))
+}
+
+/** What a publish asks for, or why it cannot be taken: an unknown topic or a payload that breaks a rule. */
+export const decodePublish = (topic: string, payload: Uint8Array | string): Effect.Effect<IngestRequest, InvalidInput> =>
+  Effect.gen(function*() {
+    const target = parsePublishTopic(topic)
+    if (target === undefined) {
+      return yield* new InvalidInput({ field: "topic", message: `topic: ${topic} is not a topic devices publish to` })
+    }
+    const value = yield* parseJson(payload)
+    switch (target.kind) {
+      case "event": {
+        if (target.deviceId === undefined) {
+          const input = yield* validate(eventInput, value)
+          return { kind: "event", device: input.device, input }
+        }
+        const fields = wrapped(value, ["data", "timestamp"]) ? value : { data: value }
+        const input = yield* validate(eventInput, { data: fields.data, timestamp: fields.timestamp, name: target.name })
+        return { kind: "event", device: { id: target.deviceId }, input }
+      }
+      case "location": {
+        const input = yield* validate(locationInput, value)
+        return { kind: "location", device: target.deviceId === undefined ? input.device : { id: target.deviceId }, input }
+      }
+      case "command": {
+        if (target.deviceId === undefined) {
+          const input = yield* validate(commandRunInput, value)
+          return { kind: "command", device: input.device, input }
+        }
+        const data = wrapped(value, ["data"]) ? value.data : value
+        const input = yield* validate(commandRunInput, { slug: target.slug, data })
+        return { kind: "command", device: { id: target.deviceId }, input }
+      }
+    }
+  })
+
+/** Hands a decoded publish to the ingest service; resolves once the row is committed. */
+export const ingestPublish = (
+  ingest: IngestService,
+  principal: Principal,
+  request: IngestRequest
+): Effect.Effect<void, IngestError> => {
+  switch (request.kind) {
+    case "event":
+      return Effect.asVoid(ingest.event({ principal, protocol: "mqtt", device: request.device, payload: request.input }))
+    case "location":
+      return Effect.asVoid(ingest.location({ principal, protocol: "mqtt", device: request.device, payload: request.input }))
+    case "command":
+      return Effect.asVoid(ingest.runCommand({ principal, protocol: "mqtt", device: request.device, payload: request.input }))
+  }
+}
