@@ -3,9 +3,15 @@ import { fileURLToPath } from "node:url"
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
-export interface ServerProcess {
-  readonly child: ChildProcess
+export interface ServerPorts {
   readonly port: number
+  readonly mqttPort: number
+  readonly mqttWsPort: number
+  readonly coapPort: number
+}
+
+export interface ServerProcess extends ServerPorts {
+  readonly child: ChildProcess
   output(): string
   stop(signal?: NodeJS.Signals): Promise<number | null>
 }
@@ -31,7 +37,24 @@ const baseEnv = (env: Record<string, string>) => ({
 const spawnServer = (env: Record<string, string>) =>
   spawn(process.execPath, ["--import", "tsx", "src/main.ts"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
-/** Starts the server and resolves once it logs its HTTP port; rejects if it exits first. */
+const LISTENING = {
+  port: /http listening on [^\s:]+:(\d+)/,
+  mqttPort: /mqtt listening on [^\s:]+:(\d+)/,
+  mqttWsPort: /mqtt-ws listening on [^\s:]+:(\d+)/,
+  coapPort: /coap listening on [^\s:]+:(\d+)/
+} as const
+
+const portsIn = (out: string): ServerPorts | undefined => {
+  const found: Partial<Record<keyof ServerPorts, number>> = {}
+  for (const [key, pattern] of Object.entries(LISTENING) as Array<[keyof ServerPorts, RegExp]>) {
+    const match = pattern.exec(out)
+    if (!match) return undefined
+    found[key] = Number(match[1])
+  }
+  return found as ServerPorts
+}
+
+/** Starts the server and resolves once it logs all its ports; rejects if it exits first. */
 export const startServerProcess = (env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
     const child = spawnServer(env)
@@ -42,12 +65,16 @@ export const startServerProcess = (env: Record<string, string>, timeoutMs = 30_0
     }, timeoutMs)
     const onData = (chunk: Buffer) => {
       out += chunk.toString()
-      const match = /http listening on [^\s:]+:(\d+)/.exec(out)
-      if (match) {
+      const ports = portsIn(out)
+      if (ports) {
+        child.stdout.off("data", onData)
+        child.stderr.off("data", onData)
+        child.stdout.on("data", (c: Buffer) => (out += c.toString()))
+        child.stderr.on("data", (c: Buffer) => (out += c.toString()))
         clearTimeout(timer)
         resolve({
           child,
-          port: Number(match[1]),
+          ...ports,
           output: () => out,
           stop: (signal = "SIGTERM") =>
             new Promise((done) => {

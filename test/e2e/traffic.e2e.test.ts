@@ -1,0 +1,134 @@
+import coap from "coap"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { connectStream, createRestClient, type RestClient, type StreamClient } from "../../src/client/index.ts"
+import { BOOTSTRAP_KEY } from "../support/app.ts"
+import { type ServerProcess, startServerProcess } from "../support/process.ts"
+
+/** Resolves with the first value `subscribe` hands to its callback that passes `predicate`. */
+const waitFor = <T>(register: (handler: (value: T) => void) => unknown, predicate: (value: T) => boolean, what: string) =>
+  new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no ${what} within 5 s`)), 5_000)
+    register((value) => {
+      if (predicate(value)) {
+        clearTimeout(timer)
+        resolve(value)
+      }
+    })
+  })
+
+const coapPost = (port: number, path: string, payload: unknown) =>
+  new Promise<{ code: string; body: string }>((resolve, reject) => {
+    const req = coap.request({ hostname: "127.0.0.1", port, method: "POST", pathname: path, confirmable: true })
+    req.on("response", (res: { code: string; payload: Buffer }) => resolve({ code: res.code, body: res.payload.toString() }))
+    req.on("error", reject)
+    req.end(JSON.stringify(payload))
+  })
+
+describe("end to end over real sockets", () => {
+  let server: ServerProcess
+  let rest: RestClient
+  let deviceId: string
+  let deviceKey: string
+  const streams: Array<StreamClient> = []
+  const stream = async (url: string, key: string) => {
+    const s = connectStream({ url, key })
+    streams.push(s)
+    await s.ready()
+    return s
+  }
+
+  beforeAll(async () => {
+    server = await startServerProcess({ DATABASE_URL: "memory://", BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY })
+    rest = createRestClient({ baseUrl: `http://127.0.0.1:${server.port}/v1`, key: BOOTSTRAP_KEY })
+    const space = await rest.spaces.create({ name: "E2E" })
+    const device = await rest.devices.create({ name: "Probe", space: { id: space.id } })
+    deviceId = device.id
+    deviceKey = device.secretKey
+  })
+  afterAll(async () => {
+    await Promise.all(streams.map((s) => s.close()))
+    await server?.stop()
+  })
+
+  it("delivers events published over REST, MQTT and CoAP to MQTT subscribers over TCP and WebSocket, and stores each once", async () => {
+    const appTcp = await stream(`mqtt://127.0.0.1:${server.mqttPort}`, BOOTSTRAP_KEY)
+    const appWs = await stream(`ws://127.0.0.1:${server.mqttWsPort}`, BOOTSTRAP_KEY)
+    const device = await stream(`mqtt://127.0.0.1:${server.mqttPort}`, deviceKey)
+    const tcpEvents: Array<(e: { name: string; data: unknown }) => void> = []
+    const wsEvents: Array<(e: { name: string; data: unknown }) => void> = []
+    await appTcp.subscribeEvents(deviceId, (e) => tcpEvents.forEach((h) => h(e)))
+    await appWs.subscribeEvents(deviceId, (e) => wsEvents.forEach((h) => h(e)))
+
+    const sources: Array<[string, () => Promise<unknown>]> = [
+      ["rest", () => createRestClient({ baseUrl: `http://127.0.0.1:${server.port}/v1`, key: deviceKey }).events.publish({ name: "via", data: "rest" })],
+      ["mqtt", () => device.publishEvent("via", "mqtt")],
+      ["coap", async () => {
+        const res = await coapPost(server.coapPort, "/events", { accessToken: deviceKey, name: "via", data: "coap" })
+        expect(res.code).toBe("2.01")
+      }]
+    ]
+    for (const [source, publish] of sources) {
+      const overTcp = waitFor(tcpEvents.push.bind(tcpEvents), (e) => e.data === source, `${source} event over TCP`)
+      const overWs = waitFor(wsEvents.push.bind(wsEvents), (e) => e.data === source, `${source} event over WebSocket`)
+      await publish()
+      const [a, b] = await Promise.all([overTcp, overWs])
+      expect(a).toEqual(b)
+      expect(a).toMatchObject({ name: "via", data: source, device: { id: deviceId } })
+    }
+    const stored = await rest.events.list(deviceId, { name: "via" })
+    expect(stored.events.map((e) => e.data).sort()).toEqual(["coap", "mqtt", "rest"])
+  })
+
+  it("delivers locations published over MQTT and CoAP", async () => {
+    const app = await stream(`mqtt://127.0.0.1:${server.mqttPort}`, BOOTSTRAP_KEY)
+    const device = await stream(`mqtt://127.0.0.1:${server.mqttPort}`, deviceKey)
+    const handlers: Array<(l: { latitude: string }) => void> = []
+    await app.subscribeLocations(deviceId, (l) => handlers.forEach((h) => h(l)))
+    const viaMqtt = waitFor(handlers.push.bind(handlers), (l) => l.latitude === "10.5", "MQTT location")
+    await device.publishLocation({ latitude: 10.5, longitude: 20.25 })
+    expect(await viaMqtt).toMatchObject({ latitude: "10.5", longitude: "20.25", device: { id: deviceId } })
+    const viaCoap = waitFor(handlers.push.bind(handlers), (l) => l.latitude === "-33.9", "CoAP location")
+    expect((await coapPost(server.coapPort, "/locations", { accessToken: deviceKey, latitude: -33.9, longitude: 18.4 })).code).toBe("2.01")
+    expect(await viaCoap).toMatchObject({ longitude: "18.4" })
+  })
+
+  it("runs a command from REST and from MQTT on the device subscribed to it", async () => {
+    await rest.commands.create({ name: "Blink", device: { id: deviceId } })
+    const device = await stream(`mqtt://127.0.0.1:${server.mqttPort}`, deviceKey)
+    const runs: Array<(r: { data: unknown; slug: string }) => void> = []
+    await device.onCommand(deviceId, "blink", (r) => runs.forEach((h) => h(r)))
+    const fromRest = waitFor(runs.push.bind(runs), (r) => r.data === "rest", "run from REST")
+    await rest.commands.run({ slug: "blink", device: { id: deviceId }, data: "rest" })
+    expect(await fromRest).toMatchObject({ slug: "blink", device: { id: deviceId } })
+    const app = await stream(`mqtt://127.0.0.1:${server.mqttPort}`, BOOTSTRAP_KEY)
+    const fromMqtt = waitFor(runs.push.bind(runs), (r) => r.data === "mqtt", "run from MQTT")
+    await app.runCommand(deviceId, "blink", "mqtt")
+    expect(await fromMqtt).toMatchObject({ slug: "blink" })
+  })
+
+  it("tells the stream client about connect, disconnect, offline and reconnect", async () => {
+    // A client of its own server, so stopping it does not disturb the tests above.
+    const own = await startServerProcess({ DATABASE_URL: "memory://", BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY })
+    const seen: Array<string> = []
+    const client = connectStream({ url: `mqtt://127.0.0.1:${own.mqttPort}`, key: BOOTSTRAP_KEY, mqtt: { reconnectPeriod: 200 } })
+    for (const name of ["connect", "disconnect", "offline", "reconnect"] as const) client.on(name, () => seen.push(name))
+    const errors: Array<Error> = []
+    client.on("error", (e) => errors.push(e))
+    await client.ready()
+    const reconnecting = new Promise<void>((resolve) => client.on("reconnect", () => resolve()))
+    await own.stop()
+    await reconnecting
+    await client.close()
+    expect(seen[0]).toBe("connect")
+    expect(seen).toContain("disconnect")
+    expect(seen).toContain("offline")
+    expect(seen).toContain("reconnect")
+  })
+
+  it("emits error when the credential is refused", async () => {
+    const client = connectStream({ url: `mqtt://127.0.0.1:${server.mqttPort}`, key: "d_sk_not_a_key", mqtt: { reconnectPeriod: 0 } })
+    const error = await client.ready().then(() => undefined, (e: unknown) => e)
+    await client.close()
+    expect(error).toBeInstanceOf(Error)
+  })
+})
