@@ -4,6 +4,7 @@ import { HttpListener } from "./adapters/http/HttpListener.ts"
 import { CoapLive } from "./adapters/coap/CoapServer.ts"
 import { MqttLive } from "./adapters/mqtt/MqttServer.ts"
 import { Auth } from "./auth/Auth.ts"
+import { SignInGuard } from "./auth/SignInGuard.ts"
 import { Bus } from "./bus/Bus.ts"
 import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
@@ -68,7 +69,7 @@ export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
 
 /** The migrated, bootstrapped store and the auth service: what every adapter needs. */
-export const CoreLive = Layer.mergeAll(Auth.layer, SetupLive, Ingest.layer).pipe(
+export const CoreLive = Layer.mergeAll(Auth.layer, SetupLive, Ingest.layer, SignInGuard.layer).pipe(
   Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer)),
   Layer.provideMerge(StoreLive),
   Layer.provideMerge(LogLevelLive)

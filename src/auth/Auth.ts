@@ -42,7 +42,8 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         for (const listener of listeners) listener()
       })
 
-      const lookup = (kind: string, hash: string): Effect.Effect<Principal | undefined, SqlError> => {
+      /** A principal, and for expiring tokens when they expire (the cache must not outlive it). */
+      const lookup = (kind: string, hash: string): Effect.Effect<(Principal & { expiresAt?: number }) | undefined, SqlError> => {
         switch (kind) {
           case "a_sk":
             return sql.query(
@@ -64,7 +65,7 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
             )
           case "u_at":
             return sql.query(
-              `SELECT t.id AS token_id, t.user_id, t.organisation_id, t.organisation_user_id, t.scope,
+              `SELECT t.id AS token_id, t.user_id, t.organisation_id, t.organisation_user_id, t.scope, t.expires_at,
                       ou.is_admin, u.email_address, u.is_platform_admin
                FROM user_tokens t
                JOIN organisation_users ou ON ou.id = t.organisation_user_id
@@ -81,7 +82,20 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
                 emailAddress: String(row.email_address),
                 isAdmin: row.is_admin === true,
                 platform: row.is_platform_admin === true,
-                scope: String(row.scope)
+                scope: String(row.scope),
+                expiresAt: Number(row.expires_at)
+              }
+            ))
+          case "m_at":
+            return sql.query(
+              "SELECT client_id, organisation_id, expires_at FROM management_tokens WHERE token_hash = $1 AND expires_at > $2",
+              [hash, Date.now()]
+            ).pipe(Effect.map(([row]) =>
+              row && {
+                kind: "management" as const,
+                id: String(row.client_id),
+                organisationId: String(row.organisation_id),
+                expiresAt: Number(row.expires_at)
               }
             ))
           default:
@@ -98,10 +112,11 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         const hit = cache.get(hash)
         if (hit !== undefined && hit.until > now) return Effect.succeed(hit.principal)
         return lookup(kind, hash).pipe(
-          Effect.flatMap((principal) => {
-            if (principal === undefined) return Effect.fail(unknown)
+          Effect.flatMap((found) => {
+            if (found === undefined) return Effect.fail(unknown)
+            const { expiresAt, ...principal } = found
             if (cache.size >= CACHE_MAX) cache.clear()
-            cache.set(hash, { principal, until: now + CACHE_TTL_MS })
+            cache.set(hash, { principal, until: Math.min(now + CACHE_TTL_MS, expiresAt ?? Infinity) })
             return Effect.succeed(principal)
           })
         )

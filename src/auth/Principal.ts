@@ -1,5 +1,5 @@
 /** Who is calling, as established by `Auth.authenticate`. Handlers see this, never a token. */
-export type Principal = AppKeyPrincipal | DevicePrincipal | UserPrincipal
+export type Principal = AppKeyPrincipal | DevicePrincipal | UserPrincipal | ManagementPrincipal
 
 export interface AppKeyPrincipal {
   readonly kind: "app"
@@ -28,15 +28,26 @@ export interface UserPrincipal {
   readonly scope: string
 }
 
+/** A bearer from `POST /oauth/token` (client credentials): the user-management interface only. */
+export interface ManagementPrincipal {
+  readonly kind: "management"
+  /** The management client's id. */
+  readonly id: string
+  readonly organisationId: string
+}
+
 /**
  * What a route needs:
  * - `read`: any application key or user token of the organisation;
  * - `write`: a writable application key or any user token;
  * - `admin`: a writable application key or an admin's user token (keys, users, teams);
+ * - `manage`: the user-management interface — an admin's user token, a writable application key
+ *   or a management token;
+ * - `directory`: `read`, or a management token (the user-management `GET /spaces`);
  * - `platform`: the platform administrator (creates organisations);
  * - `any`: any valid credential, devices included (`/whoami`).
  */
-export type Access = "read" | "write" | "admin" | "platform" | "any" | "device"
+export type Access = "read" | "write" | "admin" | "manage" | "directory" | "platform" | "any" | "device"
 
 export const allows = (principal: Principal, access: Access): boolean => {
   switch (access) {
@@ -45,7 +56,11 @@ export const allows = (principal: Principal, access: Access): boolean => {
     case "device":
       return principal.kind === "device"
     case "read":
+      return principal.kind === "app" || principal.kind === "user"
+    case "directory":
       return principal.kind !== "device"
+    case "manage":
+      return principal.kind === "management" || allows(principal, "admin")
     case "write":
       return principal.kind === "user" || (principal.kind === "app" && !principal.readOnly)
     case "admin":

@@ -87,6 +87,9 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         if (principal.kind === "app" && principal.readOnly) {
           return Effect.fail(new Forbidden({ message: "this application key is read-only" }))
         }
+        if (principal.kind === "management") {
+          return Effect.fail(new Forbidden({ message: "a management token serves the user-management interface only" }))
+        }
         if (ref?.id !== undefined) {
           const id = ref.id
           if (owners.get(id) === principal.organisationId) return Effect.succeed(id)
@@ -201,6 +204,9 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           const principal = envelope.principal
           if (principal.kind === "device") {
             return yield* new Forbidden({ message: "a device key receives commands; it cannot run them" })
+          }
+          if (principal.kind === "management") {
+            return yield* new Forbidden({ message: "a management token serves the user-management interface only" })
           }
           const input = envelope.payload
           let command: { id: string; slug: string; device_id: string } | undefined

@@ -28,12 +28,15 @@ export interface SpaceJson {
   owner: { organisation: { id: string; name: string } }
   timezone: string
   country: string | null
+  /** Who receives the space's alert e-mails (present where the space is read on its own or listed). */
+  alertUsers?: Array<{ id: string; fullName: string; emailAddress: string }>
   createdAt: number
   updatedAt: number
 }
 
 /** `row` is a spaces row (or its `to_jsonb`), `organisationName` from the join. */
-export const toSpace = (row: Row, organisationName: string): SpaceJson => ({
+export const toSpace = (row: Row, organisationName: string): SpaceJson => {
+  const space: SpaceJson = {
   id: str(row, "id"),
   clientId: optStr(row, "client_id"),
   name: str(row, "name"),
@@ -45,11 +48,23 @@ export const toSpace = (row: Row, organisationName: string): SpaceJson => ({
   country: optStr(row, "country"),
   createdAt: num(row, "created_at"),
   updatedAt: num(row, "updated_at")
-})
+  }
+  if (Array.isArray(row.alert_users)) {
+    space.alertUsers = (row.alert_users as Array<Row>).map((u) => ({
+      id: str(u, "id"),
+      fullName: str(u, "full_name"),
+      emailAddress: str(u, "email_address")
+    }))
+  }
+  return space
+}
 
 export const spaceQuery: ResourceQuery<SpaceJson> = {
   resource: "space",
-  select: "s.*, o.name AS organisation_name",
+  select: `s.*, o.name AS organisation_name,
+    COALESCE((SELECT json_agg(json_build_object('id', ou.id, 'full_name', u.full_name, 'email_address', u.email_address) ORDER BY a.created_at)
+              FROM space_alert_users a JOIN organisation_users ou ON ou.id = a.organisation_user_id JOIN users u ON u.id = ou.user_id
+              WHERE a.space_id = s.id), '[]'::json) AS alert_users`,
   from: "spaces s JOIN organisations o ON o.id = s.organisation_id",
   base: "spaces s",
   alias: "s",

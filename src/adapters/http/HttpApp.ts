@@ -10,6 +10,7 @@ import { Api, type HttpServices } from "./route.ts"
 import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
 import { trafficRoutes } from "./routes/traffic.ts"
+import { userRoutes } from "./routes/users.ts"
 
 /** No request body may exceed this, whatever the route; routes set smaller limits. */
 const MAX_REQUEST_BODY = 16 * 1024 * 1024
@@ -53,6 +54,7 @@ export const makeHttpApp = Effect.gen(function*() {
   }
 
   accountRoutes(api)
+  userRoutes(api)
   registryRoutes(api)
   trafficRoutes(api)
 

@@ -7,10 +7,11 @@ import { Auth } from "../../auth/Auth.ts"
 import { type DomainError, Forbidden, InvalidInput } from "../../domain/errors.ts"
 import type { Sql, SqlError } from "../../store/Sql.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
+import type { SignInGuard } from "../../auth/SignInGuard.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
-export type HttpServices = Sql | Auth | Ingest
+export type HttpServices = Sql | Auth | Ingest | SignInGuard
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {
@@ -46,6 +47,8 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z
   readonly deprecated?: boolean
   /** Bytes the body may have (default 1 MiB). */
   readonly bodyLimit?: number
+  /** Further paths served by the same handler, undocumented (`/teams` for `/teams/`). */
+  readonly aliases?: ReadonlyArray<string>
   readonly handler: (
     input: Input<z.output<P>, z.output<Q>, z.output<B>, A>
   ) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
@@ -129,7 +132,7 @@ export class Api {
         })
       })
 
-    this.app.on(spec.method.toUpperCase(), spec.path, async (c) => {
+    this.app.on(spec.method.toUpperCase(), [spec.path, ...(spec.aliases ?? [])], async (c) => {
       const exit = await run(program(c))
       if (Exit.isSuccess(exit)) {
         const value = exit.value
@@ -175,6 +178,7 @@ export class Api {
 
 const forbiddenMessage = (principal: Principal, access: Access): string => {
   if (principal.kind === "device") return "a device key may only publish as its device and read itself"
+  if (principal.kind === "management") return "a management token serves the user-management interface only"
   if (principal.kind === "app" && principal.readOnly) return "this application key is read-only"
   if (access === "platform") return "only the platform administrator may do this"
   return "only an organisation admin may do this"

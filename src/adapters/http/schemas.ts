@@ -232,7 +232,7 @@ export const revokeBody = z.object({ token: z.string().min(1) })
 
 export const whoamiSchema = z.object({
   id: z.string(),
-  kind: z.enum(["app", "device", "user"]),
+  kind: z.enum(["app", "device", "user", "management"]),
   scope: z.string(),
   organisation: organisationRef,
   device: z.object({ id: z.string() }).optional(),

@@ -157,6 +157,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
 
       const mayWatch = (principal: Principal, deviceId: string) => {
         if (principal.kind === "device") return Effect.succeed(principal.id === deviceId)
+        if (principal.kind === "management") return Effect.succeed(false)
         const known = owners.get(deviceId)
         if (known !== undefined) return Effect.succeed(known === principal.organisationId)
         return sql.query<{ organisation_id: string }>("SELECT organisation_id FROM devices WHERE id = $1", [deviceId]).pipe(

@@ -111,7 +111,8 @@ export const registryRoutes = (api: Api): void => {
     schema: spaceSchema,
     createBody: createSpaceBody,
     updateBody: updateSpaceBody,
-    filters: { country: "country" }
+    filters: { country: "country" },
+    listAccess: "directory"
   })
 
   registerResource(api, {

@@ -20,6 +20,8 @@ export interface ResourceSpec<T> {
   readonly updateBody: z.ZodType<Record<string, unknown>>
   /** List filters: query parameter (`space.id`) → column of the resource table. */
   readonly filters?: Readonly<Record<string, string>>
+  /** Who may list (default `read`): spaces are also listed by management tokens. */
+  readonly listAccess?: "read" | "directory"
   /** Replaces the default create (a device answers with its secret key). */
   readonly create?: {
     readonly response: z.ZodType
@@ -107,7 +109,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     path: spec.path,
     tag: spec.tag,
     summary: `List ${name}s`,
-    access: "read",
+    access: spec.listAccess ?? "read",
     query: listQuery,
     response: spec.plural === undefined
       ? z.array(spec.schema)
