@@ -1,0 +1,92 @@
+import { assign, emit, setup } from "xstate"
+
+/**
+ * One device's liveness: online until `OFFLINE_AFTER` passes without a sign of life, then
+ * offline until it is seen again. Pure: time arrives in events (`at`), the timer is a named
+ * delay, and what happens outside is emitted for the supervisor to perform.
+ */
+export interface DeviceContext {
+  readonly deviceId: string
+  /** Epoch ms of the last event, location or session activity. */
+  readonly lastSeenAt: number | null
+  /** The shortest `afterSeconds` of the offline rules that apply, in ms; null: not watched. */
+  readonly offlineAfterMs: number | null
+  /** Epoch ms at which the current online period's timer was (re)started. */
+  readonly timerFrom: number | null
+}
+
+export type DeviceEvent =
+  | { readonly type: "device.seen"; readonly at: number }
+  | { readonly type: "device.configured"; readonly offlineAfterMs: number | null; readonly at: number }
+  /** After rehydration: restart the timer for what is left of it (timers survive restarts). */
+  | { readonly type: "device.resumed"; readonly at: number }
+
+export type DeviceEmitted =
+  | { readonly type: "device.offline"; readonly deviceId: string; readonly lastSeenAt: number | null; readonly at: number }
+  | { readonly type: "device.online"; readonly deviceId: string; readonly at: number }
+
+export const deviceMachine = setup({
+  types: {
+    context: {} as DeviceContext,
+    events: {} as DeviceEvent,
+    input: {} as { deviceId: string; offlineAfterMs: number | null },
+    emitted: {} as DeviceEmitted
+  },
+  guards: {
+    watched: ({ context }) => context.offlineAfterMs !== null && context.lastSeenAt !== null
+  },
+  delays: {
+    /** What is left of `offlineAfterMs` since the last sign of life, measured from `timerFrom`. */
+    OFFLINE_AFTER: ({ context }) =>
+      Math.max(0, (context.lastSeenAt ?? 0) + (context.offlineAfterMs ?? 0) - (context.timerFrom ?? context.lastSeenAt ?? 0))
+  },
+  actions: {
+    recordSeen: assign(({ event }) => (event.type === "device.seen" ? { lastSeenAt: event.at, timerFrom: event.at } : {})),
+    recordConfig: assign(({ event }) =>
+      event.type === "device.configured" ? { offlineAfterMs: event.offlineAfterMs, timerFrom: event.at } : {}
+    ),
+    recordResume: assign(({ event }) => (event.type === "device.resumed" ? { timerFrom: event.at } : {})),
+    announceOffline: emit(({ context }) => ({
+      type: "device.offline" as const,
+      deviceId: context.deviceId,
+      lastSeenAt: context.lastSeenAt,
+      at: (context.lastSeenAt ?? 0) + (context.offlineAfterMs ?? 0)
+    })),
+    announceOnline: emit(({ context, event }) => ({ type: "device.online" as const, deviceId: context.deviceId, at: event.at }))
+  }
+}).createMachine({
+  id: "device",
+  context: ({ input }) => ({ deviceId: input.deviceId, lastSeenAt: null, offlineAfterMs: input.offlineAfterMs, timerFrom: null }),
+  initial: "unknown",
+  states: {
+    unknown: {
+      on: {
+        "device.seen": { target: "routing", actions: "recordSeen" },
+        "device.configured": { actions: "recordConfig" }
+      }
+    },
+    routing: {
+      always: [{ guard: "watched", target: "online" }, { target: "unwatched" }]
+    },
+    online: {
+      after: { OFFLINE_AFTER: { target: "offline", actions: "announceOffline" } },
+      on: {
+        "device.seen": { target: "routing", reenter: true, actions: "recordSeen" },
+        "device.configured": { target: "routing", reenter: true, actions: "recordConfig" },
+        "device.resumed": { target: "routing", reenter: true, actions: "recordResume" }
+      }
+    },
+    unwatched: {
+      on: {
+        "device.seen": { target: "routing", actions: "recordSeen" },
+        "device.configured": { target: "routing", actions: "recordConfig" }
+      }
+    },
+    offline: {
+      on: {
+        "device.seen": { target: "routing", actions: ["recordSeen", "announceOnline"] },
+        "device.configured": { actions: "recordConfig" }
+      }
+    }
+  }
+})
