@@ -6,8 +6,10 @@ import { MqttLive } from "./adapters/mqtt/MqttServer.ts"
 import { Auth } from "./auth/Auth.ts"
 import { SignInGuard } from "./auth/SignInGuard.ts"
 import { Bus } from "./bus/Bus.ts"
+import { Activity } from "./ingest/Activity.ts"
 import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
+import { Supervisor } from "./supervisor/Supervisor.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { bootstrap, type Bootstrapped } from "./store/bootstrap.ts"
 import { migrate } from "./store/migrate.ts"
@@ -69,8 +71,15 @@ export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
 
 /** The migrated, bootstrapped store and the auth service: what every adapter needs. */
-export const CoreLive = Layer.mergeAll(Auth.layer, SetupLive, Ingest.layer, SignInGuard.layer).pipe(
-  Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer)),
+export const CoreLive = Layer.mergeAll(
+  Auth.layer,
+  SetupLive,
+  Ingest.layer,
+  SignInGuard.layer,
+  // After the migrations: it rehydrates device actors from their table at start.
+  Supervisor.layer.pipe(Layer.provide(SetupLive))
+).pipe(
+  Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer, Activity.layer)),
   Layer.provideMerge(StoreLive),
   Layer.provideMerge(LogLevelLive)
 )

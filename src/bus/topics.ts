@@ -9,6 +9,8 @@ const SAFE_LEVEL = /^[^/+#\u0000]+$/
 export const eventTopic = (deviceId: string, name: string) => `devices/${deviceId}/events/${name}`
 export const locationTopic = (deviceId: string) => `devices/${deviceId}/locations`
 export const commandRunTopic = (deviceId: string, slug: string) => `devices/${deviceId}/commands/${slug}/run`
+/** Alerts about a device as they open, repeat and resolve (the Alert JSON of `GET /alerts/{id}`). */
+export const alertTopic = (deviceId: string) => `devices/${deviceId}/alerts`
 
 /**
  * Where an accepted device publish is re-routed inside the MQTT broker once it is stored, so
@@ -57,7 +59,7 @@ export const subscriptionDevice = (filter: string): string | undefined => {
   const nameOk = (value: string | undefined) => value !== undefined && (value === "+" || SAFE_LEVEL.test(value))
   if (levels.length === 4 && levels[2] === "events" && nameOk(name)) return deviceId
   if (levels.length === 4 && levels[2] === "events" && name === "#") return deviceId
-  if (levels.length === 3 && levels[2] === "locations") return deviceId
+  if (levels.length === 3 && (levels[2] === "locations" || levels[2] === "alerts")) return deviceId
   if (levels.length === 5 && levels[2] === "commands" && nameOk(name) && levels[4] === "run") return deviceId
   return undefined
 }

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { Principal } from "../auth/Principal.ts"
 import { Bus } from "../bus/Bus.ts"
+import { Activity } from "./Activity.ts"
 import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
 import { newId, newSecret } from "../domain/ids.ts"
@@ -69,6 +70,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
       const sql = yield* Sql
       const writer = yield* Writer
       const bus = yield* Bus
+      const activity = yield* Activity
       const owners = new Map<string, string>()
 
       const remember = (deviceId: string, organisationId: string) => {
@@ -151,6 +153,12 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
             }
           })
           const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
+          activity.publish({
+            organisationId: envelope.principal.organisationId,
+            deviceId,
+            at: now,
+            event: { id, name: input.name, data: json.data, timestamp }
+          })
           if (input.file !== undefined) {
             json.file = { filename: input.file.filename, contentType: input.file.contentType, size: input.file.bytes.byteLength }
           }
@@ -190,6 +198,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
               protocol: envelope.protocol
             }
           })
+          activity.publish({ organisationId: envelope.principal.organisationId, deviceId, at: now })
           yield* bus.deliver({
             organisationId: envelope.principal.organisationId,
             deviceId,

@@ -9,6 +9,7 @@ import { sendStatus } from "./errors.ts"
 import { Api, type HttpServices } from "./route.ts"
 import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
+import { alertRoutes } from "./routes/alerts.ts"
 import { trafficRoutes } from "./routes/traffic.ts"
 import { userRoutes } from "./routes/users.ts"
 
@@ -57,6 +58,7 @@ export const makeHttpApp = Effect.gen(function*() {
   userRoutes(api)
   registryRoutes(api)
   trafficRoutes(api)
+  alertRoutes(api)
 
   let document: unknown
   v1.get("/openapi.json", (c) => {

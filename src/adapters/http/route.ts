@@ -8,10 +8,11 @@ import { type DomainError, Forbidden, InvalidInput } from "../../domain/errors.t
 import type { Sql, SqlError } from "../../store/Sql.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
 import type { SignInGuard } from "../../auth/SignInGuard.ts"
+import type { Supervisor } from "../../supervisor/Supervisor.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
-export type HttpServices = Sql | Auth | Ingest | SignInGuard
+export type HttpServices = Sql | Auth | Ingest | SignInGuard | Supervisor
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {

@@ -29,6 +29,8 @@ export interface ResourceSpec<T> {
   }
   /** Runs after a delete (a deleted device's key must stop working at once). */
   readonly afterDelete?: Effect.Effect<void, never, HttpServices>
+  /** Runs after any create, update or delete, with the organisation (rules reconfigure actors). */
+  readonly afterWrite?: (organisationId: string) => Effect.Effect<void, never, HttpServices>
 }
 
 /** Create, read, update, delete and list for a resource table of one organisation. */
@@ -50,11 +52,11 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     body: spec.createBody,
     response: spec.create?.response ?? spec.schema,
     handler: ({ principal, body }) =>
-      spec.create !== undefined ? spec.create.handler(principal.organisationId, body) : Effect.gen(function*() {
+      (spec.create !== undefined ? spec.create.handler(principal.organisationId, body) : Effect.gen(function*() {
         const sql = yield* Sql
         const id = yield* insertRow(sql, spec.table, principal.organisationId, body)
         return yield* getOne(sql, spec.query, principal.organisationId, id)
-      })
+      })).pipe(Effect.tap(() => spec.afterWrite?.(principal.organisationId) ?? Effect.void))
   })
 
   api.route({
@@ -83,6 +85,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
+        if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
         return yield* getOne(sql, spec.query, principal.organisationId, params.id)
       })
   })
@@ -100,6 +103,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         const sql = yield* Sql
         yield* deleteRow(sql, spec.table, principal.organisationId, params.id)
         if (spec.afterDelete !== undefined) yield* spec.afterDelete
+        if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
         return { id: params.id, deleted: true }
       })
   })

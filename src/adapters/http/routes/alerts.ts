@@ -1,0 +1,228 @@
+import { z } from "@hono/zod-openapi"
+import { Effect } from "effect"
+import { InvalidInput } from "../../../domain/errors.ts"
+import { alertQuery, applyAlertEvent, ruleQuery, rulesTable, templateQuery, templatesTable } from "../../../store/alerts.ts"
+import { getOne, listRows } from "../../../store/crud.ts"
+import { Sql } from "../../../store/Sql.ts"
+import { Supervisor } from "../../../supervisor/Supervisor.ts"
+import { booleanParam, idParams, listParams, refSchema } from "../params.ts"
+import { type Api, listReply } from "../route.ts"
+import { registerResource } from "./resources.ts"
+
+const bool = z.union([z.boolean(), z.enum(["true", "false"]).transform((v) => v === "true")])
+const severity = z.enum(["low", "medium", "high", "critical"])
+const eventName = z.string().min(1).max(200)
+const path = z.string().min(1).max(200).optional()
+
+const offlineConfig = z.object({ afterSeconds: z.number().int().min(1).max(365 * 24 * 3600) })
+const thresholdConfig = z.object({ eventName, path, min: z.number().optional(), max: z.number().optional() })
+  .refine((c) => c.min !== undefined || c.max !== undefined, { message: "needs min, max or both", path: ["min"] })
+const anomalyConfig = z.object({ eventName, path, window: z.number().int().min(2).max(10_000), zScore: z.number().positive() })
+
+const ruleCommon = {
+  name: z.string().min(1).max(200),
+  severity,
+  enabled: bool.optional(),
+  autoResolve: bool.optional(),
+  product: refSchema.nullable().optional(),
+  space: refSchema.nullable().optional(),
+  notificationTemplate: refSchema.nullable().optional()
+}
+
+const createRuleBody = z.discriminatedUnion("type", [
+  z.object({ ...ruleCommon, type: z.literal("offline"), config: offlineConfig }),
+  z.object({ ...ruleCommon, type: z.literal("threshold"), config: thresholdConfig }),
+  z.object({ ...ruleCommon, type: z.literal("anomaly"), config: anomalyConfig })
+])
+
+const updateRuleBody = z.object({
+  name: ruleCommon.name.optional(),
+  severity: severity.optional(),
+  enabled: ruleCommon.enabled,
+  autoResolve: ruleCommon.autoResolve,
+  product: ruleCommon.product,
+  space: ruleCommon.space,
+  notificationTemplate: ruleCommon.notificationTemplate,
+  config: z.union([offlineConfig, thresholdConfig, anomalyConfig]).optional()
+})
+
+const ruleSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  type: z.enum(["offline", "threshold", "anomaly"]),
+  severity,
+  enabled: z.boolean(),
+  autoResolve: z.boolean(),
+  config: z.record(z.string(), z.unknown()),
+  organisation: z.object({ id: z.string(), name: z.string() }),
+  product: refSchema.nullable(),
+  space: refSchema.nullable(),
+  notificationTemplate: refSchema.nullable(),
+  createdAt: z.number().int(),
+  updatedAt: z.number().int()
+}).openapi("AlertRule")
+
+const templateFields = {
+  title: z.string().max(1000).optional(),
+  body: z.string().max(100_000).optional(),
+  webhookUrl: z.url({ protocol: /^https?$/, message: "must be an http(s) URL" }).nullable().optional(),
+  webhookHeaders: z.record(z.string(), z.string()).nullable().optional(),
+  config: z.record(z.string(), z.unknown()).nullable().optional()
+}
+const createTemplateBody = z.object({ type: z.enum(["webhook", "email"]), ...templateFields })
+  .refine((t) => t.type !== "webhook" || (t.webhookUrl ?? null) !== null, { message: "is required for a webhook template", path: ["webhookUrl"] })
+const updateTemplateBody = z.object({ type: z.enum(["webhook", "email"]).optional(), ...templateFields })
+
+const templateSchema = z.object({
+  id: z.string(),
+  title: z.string(),
+  type: z.string(),
+  body: z.string(),
+  webhookUrl: z.string().nullable(),
+  webhookHeaders: z.record(z.string(), z.unknown()).nullable(),
+  config: z.record(z.string(), z.unknown()).nullable(),
+  createdAt: z.number().int(),
+  updatedAt: z.number().int()
+}).openapi("NotificationTemplate")
+
+const alertSchema = z.object({
+  id: z.string(),
+  state: z.enum(["unresolved", "acknowledged", "resolved"]),
+  note: z.string(),
+  event: z.object({ id: z.string().nullable(), name: z.string(), data: z.unknown(), timestamp: z.number().int().nullable() }).nullable(),
+  device: z.object({
+    id: z.string(),
+    name: z.string(),
+    customId: z.string().nullable(),
+    space: refSchema.nullable(),
+    product: refSchema.nullable()
+  }).nullable(),
+  gateway: refSchema.nullable(),
+  alertRule: z.object({ id: z.string(), name: z.string(), type: z.string(), severity: z.string(), autoResolve: z.boolean() }),
+  firstSeenAt: z.number().int(),
+  lastSeenAt: z.number().int(),
+  acknowledgedAt: z.number().int().nullable(),
+  resolvedAt: z.number().int().nullable(),
+  notifications: z.array(z.unknown()),
+  createdAt: z.number().int(),
+  updatedAt: z.number().int()
+}).openapi("Alert")
+
+/** Alert rules, notification templates and alerts (API-DECISIONS "Alerts"). */
+export const alertRoutes = (api: Api): void => {
+  registerResource(api, {
+    path: "/notificationTemplates",
+    tag: "Alerts",
+    plural: "notificationTemplates",
+    table: templatesTable,
+    query: templateQuery,
+    schema: templateSchema,
+    createBody: createTemplateBody,
+    updateBody: updateTemplateBody
+  })
+
+  registerResource(api, {
+    path: "/alertRules",
+    tag: "Alerts",
+    plural: "alertRules",
+    table: rulesTable,
+    query: ruleQuery,
+    schema: ruleSchema,
+    createBody: createRuleBody,
+    updateBody: updateRuleBody,
+    filters: { "space.id": "space_id", "product.id": "product_id" },
+    afterWrite: (organisationId) => Supervisor.use((supervisor) => supervisor.rulesChanged(organisationId))
+  })
+
+  api.route({
+    method: "get",
+    path: "/alerts",
+    tag: "Alerts",
+    summary: "List alerts",
+    description: "unresolved=true: open alerts (unresolved or acknowledged); resolved=true: resolved ones. " +
+      "product.id and space.id select alerts of devices of that product or space.",
+    access: "read",
+    query: z.object({
+      unresolved: booleanParam,
+      resolved: booleanParam,
+      "organisation.id": z.string().max(200).optional(),
+      "product.id": z.string().max(200).optional(),
+      "space.id": z.string().max(200).optional(),
+      "alertRule.id": z.string().max(200).optional(),
+      ...listParams(Object.keys(alertQuery.order), "createdAt")
+    }),
+    response: z.array(alertSchema),
+    handler: ({ principal, query }) =>
+      Effect.gen(function*() {
+        if (query["organisation.id"] !== undefined && query["organisation.id"] !== principal.organisationId) {
+          return listReply({ items: [], total: 0 })
+        }
+        if (query.unresolved === true && query.resolved === true) {
+          return yield* new InvalidInput({ field: "resolved", message: "resolved: cannot be combined with unresolved=true" })
+        }
+        // unresolved=false means resolved, resolved=false means open.
+        const resolved = query.unresolved !== undefined ? !query.unresolved : query.resolved
+        const params: Array<unknown> = [principal.organisationId]
+        const where = ["a.organisation_id = $1"]
+        if (resolved === true) where.push("a.resolved_at IS NOT NULL")
+        if (resolved === false) where.push("a.resolved_at IS NULL")
+        const equal: Array<readonly [string, string | undefined]> = [
+          ["a.alert_rule_id", query["alertRule.id"]],
+          ["d.product_id", query["product.id"]],
+          ["d.space_id", query["space.id"]]
+        ]
+        for (const [column, value] of equal) {
+          if (value === undefined) continue
+          params.push(value)
+          where.push(`${column} = $${params.length}`)
+        }
+        const page = yield* Sql.use((sql) =>
+          listRows(sql, {
+            select: alertQuery.select,
+            from: alertQuery.from,
+            base: "alerts a LEFT JOIN devices d ON d.id = a.device_id",
+            alias: "a",
+            where,
+            params,
+            timeColumn: "a.created_at"
+          }, { ...query, orderBy: alertQuery.order[query.order] })
+        )
+        return listReply({ items: page.items.map(alertQuery.map), total: page.total })
+      })
+  })
+
+  api.route({
+    method: "get",
+    path: "/alerts/:id",
+    tag: "Alerts",
+    summary: "Get an alert with its event, device, gateway and rule",
+    access: "read",
+    params: idParams,
+    response: alertSchema,
+    handler: ({ principal, params }) => Sql.use((sql) => getOne(sql, alertQuery, principal.organisationId, params.id))
+  })
+
+  api.route({
+    method: "put",
+    path: "/alerts/:id/resolve",
+    tag: "Alerts",
+    summary: "Acknowledge and/or resolve an alert",
+    description: "resolvedAt resolves (idempotent); acknowledgedAt alone acknowledges; neither resolves now. " +
+      "A resolved alert does not reopen.",
+    access: "write",
+    params: idParams,
+    body: z.object({ resolvedAt: z.number().int().min(0).optional(), acknowledgedAt: z.number().int().min(0).optional() }),
+    response: alertSchema,
+    handler: ({ principal, params, body }) =>
+      Effect.gen(function*() {
+        const sql = yield* Sql
+        if (body.acknowledgedAt !== undefined) {
+          yield* applyAlertEvent(sql, principal.organisationId, params.id, { type: "alert.acknowledged", at: body.acknowledgedAt })
+        }
+        if (body.resolvedAt !== undefined || body.acknowledgedAt === undefined) {
+          yield* applyAlertEvent(sql, principal.organisationId, params.id, { type: "alert.resolved", at: body.resolvedAt ?? Date.now() })
+        }
+        return yield* getOne(sql, alertQuery, principal.organisationId, params.id)
+      })
+  })
+}

@@ -1,0 +1,263 @@
+import { Effect } from "effect"
+import { createActor } from "xstate"
+import { type AlertEvent, alertMachine } from "../../actors/alertMachine.ts"
+import { NotFound } from "../domain/errors.ts"
+import { newId } from "../domain/ids.ts"
+import type { ResourceQuery, Table } from "./crud.ts"
+import { bool, num, obj, optNum, optStr, str } from "./rows.ts"
+import type { Row, SqlClient } from "./Sql.ts"
+
+export const templatesTable: Table = {
+  name: "notification_templates",
+  resource: "notification template",
+  prefix: "tpl",
+  columns: {
+    title: { column: "title" },
+    type: { column: "type" },
+    body: { column: "body" },
+    webhookUrl: { column: "webhook_url" },
+    webhookHeaders: { column: "webhook_headers", json: true },
+    config: { column: "config", json: true }
+  },
+  references: {}
+}
+
+export interface TemplateJson {
+  id: string
+  title: string
+  type: string
+  body: string
+  webhookUrl: string | null
+  webhookHeaders: Record<string, unknown> | null
+  config: Record<string, unknown> | null
+  createdAt: number
+  updatedAt: number
+}
+
+export const toTemplate = (row: Row): TemplateJson => ({
+  id: str(row, "id"),
+  title: str(row, "title"),
+  type: str(row, "type"),
+  body: str(row, "body"),
+  webhookUrl: optStr(row, "webhook_url"),
+  webhookHeaders: obj(row, "webhook_headers"),
+  config: obj(row, "config"),
+  createdAt: num(row, "created_at"),
+  updatedAt: num(row, "updated_at")
+})
+
+export const templateQuery: ResourceQuery<TemplateJson> = {
+  resource: "notification template",
+  select: "t.*",
+  from: "notification_templates t",
+  base: "notification_templates t",
+  alias: "t",
+  map: toTemplate,
+  order: { createdAt: "t.created_at", updatedAt: "t.updated_at", id: "t.id", title: "t.title" }
+}
+
+export const rulesTable: Table = {
+  name: "alert_rules",
+  resource: "alert rule",
+  prefix: "rul",
+  columns: {
+    name: { column: "name" },
+    type: { column: "type" },
+    severity: { column: "severity" },
+    enabled: { column: "enabled" },
+    autoResolve: { column: "auto_resolve" },
+    config: { column: "config", json: true }
+  },
+  references: {
+    product: { column: "product_id", table: "products", resource: "product" },
+    space: { column: "space_id", table: "spaces", resource: "space" },
+    notificationTemplate: { column: "notification_template_id", table: "notification_templates", resource: "notification template" }
+  }
+}
+
+export interface RuleJson {
+  id: string
+  name: string
+  type: string
+  severity: string
+  enabled: boolean
+  autoResolve: boolean
+  config: Record<string, unknown>
+  organisation: { id: string; name: string }
+  product: { id: string } | null
+  space: { id: string } | null
+  notificationTemplate: { id: string } | null
+  createdAt: number
+  updatedAt: number
+}
+
+const ref = (row: Row, column: string) => {
+  const id = optStr(row, column)
+  return id === null ? null : { id }
+}
+
+export const toRule = (row: Row): RuleJson => ({
+  id: str(row, "id"),
+  name: str(row, "name"),
+  type: str(row, "type"),
+  severity: str(row, "severity"),
+  enabled: bool(row, "enabled"),
+  autoResolve: bool(row, "auto_resolve"),
+  config: obj(row, "config") ?? {},
+  organisation: { id: str(row, "organisation_id"), name: str(row, "organisation_name") },
+  product: ref(row, "product_id"),
+  space: ref(row, "space_id"),
+  notificationTemplate: ref(row, "notification_template_id"),
+  createdAt: num(row, "created_at"),
+  updatedAt: num(row, "updated_at")
+})
+
+export const ruleQuery: ResourceQuery<RuleJson> = {
+  resource: "alert rule",
+  select: "r.*, o.name AS organisation_name",
+  from: "alert_rules r JOIN organisations o ON o.id = r.organisation_id",
+  base: "alert_rules r",
+  alias: "r",
+  map: toRule,
+  order: { createdAt: "r.created_at", updatedAt: "r.updated_at", id: "r.id", name: "r.name", severity: "r.severity" }
+}
+
+export interface AlertJson {
+  id: string
+  state: string
+  note: string
+  event: { id: string | null; name: string; data: unknown; timestamp: number | null } | null
+  device: { id: string; name: string; customId: string | null; space: { id: string } | null; product: { id: string } | null } | null
+  gateway: { id: string } | null
+  alertRule: { id: string; name: string; type: string; severity: string; autoResolve: boolean }
+  firstSeenAt: number
+  lastSeenAt: number
+  acknowledgedAt: number | null
+  resolvedAt: number | null
+  notifications: Array<unknown>
+  createdAt: number
+  updatedAt: number
+}
+
+export const toAlert = (row: Row): AlertJson => {
+  const deviceId = optStr(row, "device_id")
+  const eventName = optStr(row, "event_name")
+  return {
+    id: str(row, "id"),
+    state: str(row, "state"),
+    note: str(row, "note"),
+    event: eventName === null
+      ? null
+      : { id: optStr(row, "event_id"), name: eventName, data: row.event_data ?? null, timestamp: optNum(row, "event_timestamp") },
+    device: deviceId === null
+      ? null
+      : {
+        id: deviceId,
+        name: str(row, "device_name"),
+        customId: optStr(row, "device_custom_id"),
+        space: ref(row, "device_space_id"),
+        product: ref(row, "device_product_id")
+      },
+    gateway: ref(row, "gateway_id"),
+    alertRule: {
+      id: str(row, "alert_rule_id"),
+      name: str(row, "rule_name"),
+      type: str(row, "rule_type"),
+      severity: str(row, "rule_severity"),
+      autoResolve: bool(row, "rule_auto_resolve")
+    },
+    firstSeenAt: num(row, "first_seen_at"),
+    lastSeenAt: num(row, "last_seen_at"),
+    acknowledgedAt: optNum(row, "acknowledged_at"),
+    resolvedAt: optNum(row, "resolved_at"),
+    notifications: Array.isArray(row.notifications) ? row.notifications : [],
+    createdAt: num(row, "created_at"),
+    updatedAt: num(row, "updated_at")
+  }
+}
+
+export const alertQuery: ResourceQuery<AlertJson> = {
+  resource: "alert",
+  select: `a.*, r.name AS rule_name, r.type AS rule_type, r.severity AS rule_severity, r.auto_resolve AS rule_auto_resolve,
+           d.name AS device_name, d.custom_id AS device_custom_id, d.space_id AS device_space_id, d.product_id AS device_product_id`,
+  from: `alerts a JOIN alert_rules r ON r.id = a.alert_rule_id LEFT JOIN devices d ON d.id = a.device_id`,
+  base: "alerts a",
+  alias: "a",
+  map: toAlert,
+  order: { createdAt: "a.created_at", updatedAt: "a.updated_at", id: "a.id", lastSeenAt: "a.last_seen_at", firstSeenAt: "a.first_seen_at" }
+}
+
+/** Runs one lifecycle event through `alertMachine` from the stored state: the machine decides. */
+export const nextAlertState = (row: Row, event: AlertEvent) => {
+  const snapshot = alertMachine.resolveState({
+    value: str(row, "state"),
+    context: {
+      firstSeenAt: num(row, "first_seen_at"),
+      lastSeenAt: num(row, "last_seen_at"),
+      acknowledgedAt: optNum(row, "acknowledged_at"),
+      resolvedAt: optNum(row, "resolved_at")
+    }
+  })
+  const actor = createActor(alertMachine, { snapshot, input: { at: event.at } }).start()
+  actor.send(event)
+  const next = actor.getSnapshot()
+  actor.stop()
+  return { state: String(next.value), context: next.context }
+}
+
+export const applyAlertEvent = (sql: SqlClient, organisationId: string, id: string, event: AlertEvent) =>
+  Effect.gen(function*() {
+    const [row] = yield* sql.query("SELECT * FROM alerts WHERE id = $1 AND organisation_id = $2", [id, organisationId])
+    if (row === undefined) return yield* new NotFound({ resource: "alert", id })
+    const next = nextAlertState(row, event)
+    yield* sql.query(
+      `UPDATE alerts SET state = $2, last_seen_at = $3, acknowledged_at = $4, resolved_at = $5, updated_at = $6 WHERE id = $1`,
+      [id, next.state, next.context.lastSeenAt, next.context.acknowledgedAt, next.context.resolvedAt, Date.now()]
+    )
+  })
+
+/** The open alert of a rule for a device, repeated; or a new one. Returns its id and whether it is new. */
+export const openOrRepeat = (
+  sql: SqlClient,
+  input: {
+    organisationId: string
+    ruleId: string
+    deviceId: string
+    at: number
+    event: { id: string | null; name: string; data: unknown; timestamp: number } | null
+    note: string
+  }
+) =>
+  Effect.gen(function*() {
+    const [open] = yield* sql.query("SELECT * FROM alerts WHERE alert_rule_id = $1 AND device_id = $2 AND resolved_at IS NULL", [
+      input.ruleId,
+      input.deviceId
+    ])
+    if (open !== undefined) {
+      const next = nextAlertState(open, { type: "alert.repeated", at: input.at })
+      yield* sql.query("UPDATE alerts SET last_seen_at = $2, updated_at = $3 WHERE id = $1", [str(open, "id"), next.context.lastSeenAt, Date.now()])
+      return { id: str(open, "id"), created: false }
+    }
+    const now = Date.now()
+    const id = newId("alt", now)
+    const rows = yield* sql.query(
+      `INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, event_id, event_name, event_data, event_timestamp, note,
+                           state, first_seen_at, last_seen_at, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, 'unresolved', $10, $10, $11, $11)
+       ON CONFLICT (alert_rule_id, device_id) WHERE resolved_at IS NULL DO NOTHING RETURNING id`,
+      [
+        id,
+        input.organisationId,
+        input.ruleId,
+        input.deviceId,
+        input.event?.id ?? null,
+        input.event?.name ?? null,
+        input.event === null ? null : JSON.stringify(input.event.data ?? null),
+        input.event?.timestamp ?? null,
+        input.note,
+        input.at,
+        now
+      ]
+    )
+    return { id, created: rows.length > 0 }
+  })

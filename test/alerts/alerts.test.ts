@@ -1,0 +1,187 @@
+import { Context } from "effect"
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Supervisor } from "../../src/supervisor/Supervisor.ts"
+import { BOOTSTRAP_KEY, startApp, startAppOn, type TestApp } from "../support/app.ts"
+import { STORE_KINDS } from "../support/databases.ts"
+
+const settled = (t: TestApp) => Context.get(t.context, Supervisor).settled()
+
+/** Polls `probe` until it returns a value, for up to `ms`; for effects that happen on a timer. */
+const eventually = async <A>(probe: () => Promise<A | undefined>, ms: number, what: string): Promise<{ value: A; at: number }> => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = await probe()
+    if (value !== undefined) return { value, at: Date.now() }
+    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+describe.each(STORE_KINDS)("alerts on %s", (kind) => {
+  let t: TestApp
+  let spaceId: string
+  const call = (method: string, path: string, body?: unknown) => t.call(method, path, { key: BOOTSTRAP_KEY, body })
+  const newDevice = async (name: string) => (await call("POST", "/devices", { name, space: { id: spaceId } })).body as { id: string; secretKey: string }
+  const publish = (device: { secretKey: string }, name: string, data: unknown) =>
+    t.call("POST", "/events", { key: device.secretKey, body: { name, data } })
+  beforeAll(async () => {
+    t = await startAppOn(kind)
+    spaceId = (await call("POST", "/spaces", { name: "Plant room" })).body.id
+  })
+  afterAll(() => t.close())
+
+  it("validates rules per type and names the field", async () => {
+    const noBound = await call("POST", "/alertRules", { name: "hot", type: "threshold", severity: "high", config: { eventName: "t" } })
+    expect(noBound.status).toBe(400)
+    expect(noBound.body.error.field).toBe("config.min")
+    const badType = await call("POST", "/alertRules", { name: "x", type: "psychic", severity: "high", config: {} })
+    expect(badType.status).toBe(400)
+    expect(badType.body.error.field).toBe("type")
+    const badSeverity = await call("POST", "/alertRules", { name: "x", type: "offline", severity: "dire", config: { afterSeconds: 5 } })
+    expect(badSeverity.body.error.field).toBe("severity")
+    const template = await call("POST", "/notificationTemplates", { type: "webhook" })
+    expect(template.status).toBe(400)
+    expect(template.body.error.field).toBe("webhookUrl")
+  })
+
+  it("opens one alert per rule and device for a threshold breach, repeats it, and auto-resolves when back in range", async () => {
+    const device = await newDevice("Boiler")
+    const rule = (await call("POST", "/alertRules", {
+      name: "Too hot",
+      type: "threshold",
+      severity: "critical",
+      autoResolve: true,
+      space: { id: spaceId },
+      config: { eventName: "temperature", path: "celsius", max: 80 }
+    })).body
+    expect(rule).toMatchObject({ type: "threshold", severity: "critical", autoResolve: true, space: { id: spaceId }, enabled: true })
+
+    await publish(device, "temperature", { celsius: 85 })
+    await settled(t)
+    const open = await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)
+    expect(open.body).toHaveLength(1)
+    const alert = open.body[0]
+    expect(alert).toMatchObject({
+      state: "unresolved",
+      event: { name: "temperature", data: { celsius: 85 } },
+      device: { id: device.id, name: "Boiler", space: { id: spaceId } },
+      alertRule: { id: rule.id, name: "Too hot", severity: "critical" },
+      resolvedAt: null
+    })
+
+    await publish(device, "temperature", { celsius: 90 })
+    await settled(t)
+    const repeated = await call("GET", `/alerts/${alert.id}`)
+    expect(repeated.body.lastSeenAt).toBeGreaterThanOrEqual(alert.lastSeenAt)
+    expect((await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)).body).toHaveLength(1)
+
+    await publish(device, "temperature", { celsius: 60 })
+    await settled(t)
+    const resolved = await call("GET", `/alerts/${alert.id}`)
+    expect(resolved.body.state).toBe("resolved")
+    expect(resolved.body.resolvedAt).not.toBeNull()
+    expect((await call("GET", `/alerts?resolved=true&alertRule.id=${rule.id}`)).body.map((a: { id: string }) => a.id)).toEqual([alert.id])
+
+    // A new occurrence opens a new alert; the resolved one stays resolved.
+    await publish(device, "temperature", { celsius: 99 })
+    await settled(t)
+    const again = await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)
+    expect(again.body).toHaveLength(1)
+    expect(again.body[0].id).not.toBe(alert.id)
+    expect((await call("GET", `/alerts?space.id=${spaceId}&alertRule.id=${rule.id}`)).body).toHaveLength(2)
+    expect((await call("GET", "/alerts?space.id=spc_elsewhere")).body).toEqual([])
+  })
+
+  it("acknowledges, then resolves, idempotently", async () => {
+    const device = await newDevice("Pump")
+    const rule = (await call("POST", "/alertRules", {
+      name: "Pressure",
+      type: "threshold",
+      severity: "medium",
+      config: { eventName: "pressure", min: 1 }
+    })).body
+    await publish(device, "pressure", 0.2)
+    await settled(t)
+    const [alert] = (await call("GET", `/alerts?alertRule.id=${rule.id}`)).body
+    const acked = await call("PUT", `/alerts/${alert.id}/resolve`, { acknowledgedAt: 1_800_000_000_000 })
+    expect(acked.body).toMatchObject({ state: "acknowledged", acknowledgedAt: 1_800_000_000_000, resolvedAt: null })
+    expect((await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)).body).toHaveLength(1)
+    const resolved = await call("PUT", `/alerts/${alert.id}/resolve`, { resolvedAt: 1_800_000_100_000 })
+    expect(resolved.body).toMatchObject({ state: "resolved", resolvedAt: 1_800_000_100_000 })
+    const twice = await call("PUT", `/alerts/${alert.id}/resolve`, {})
+    expect(twice.body.resolvedAt).toBe(1_800_000_100_000)
+    // Not auto-resolving: a value back in range leaves an open alert open.
+    await publish(device, "pressure", 0.1)
+    await settled(t)
+    const [open] = (await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)).body
+    await publish(device, "pressure", 5)
+    await settled(t)
+    expect((await call("GET", `/alerts/${open.id}`)).body.state).toBe("unresolved")
+    expect((await call("GET", "/alerts/alt_missing")).status).toBe(404)
+  })
+
+  it("opens an offline alert within a second of the deadline and resolves it when the device returns", async () => {
+    const device = await newDevice("Gate sensor")
+    const rule = (await call("POST", "/alertRules", {
+      name: "Silent",
+      type: "offline",
+      severity: "high",
+      autoResolve: true,
+      config: { afterSeconds: 1 }
+    })).body
+    const seen = await publish(device, "heartbeat", 1)
+    const lastSeen = seen.body.timestamp as number
+    const opened = await eventually(async () => {
+      const list = (await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)).body as Array<{ id: string; device: { id: string } }>
+      return list.find((a) => a.device.id === device.id)
+    }, 5_000, "the offline alert")
+    expect(opened.at - (lastSeen + 1_000)).toBeLessThan(1_000)
+    expect(opened.at).toBeGreaterThanOrEqual(lastSeen + 1_000)
+
+    const back = Date.now()
+    await publish(device, "heartbeat", 2)
+    const resolved = await eventually(async () => {
+      const alert = (await call("GET", `/alerts/${opened.value.id}`)).body
+      return alert.state === "resolved" ? alert : undefined
+    }, 5_000, "the resolution")
+    expect(resolved.at - back).toBeLessThan(1_000)
+    await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
+  })
+})
+
+describe("offline timers across a restart", () => {
+  let dir: string
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "voltaic-alerts-"))
+  })
+  afterAll(() => rm(dir, { recursive: true, force: true }))
+
+  it("opens the alert on time for a device that fell silent while the server was down", async () => {
+    const first = await startApp({ DATA_DIR: dir })
+    const call = (t: TestApp, method: string, path: string, body?: unknown) => t.call(method, path, { key: BOOTSTRAP_KEY, body })
+    const space = (await call(first, "POST", "/spaces", { name: "S" })).body
+    const device = (await call(first, "POST", "/devices", { name: "Quiet", space: { id: space.id } })).body
+    const rule = (await call(first, "POST", "/alertRules", { name: "Gone", type: "offline", severity: "low", config: { afterSeconds: 3 } })).body
+    const seen = await first.call("POST", "/events", { key: device.secretKey, body: { name: "hello", data: 1 } })
+    await settled(first)
+    await first.close()
+
+    const second = await startApp({ DATA_DIR: dir })
+    try {
+      // Nothing from the device after the restart: only the rehydrated timer can open the alert.
+      const opened = await eventually(async () => {
+        const list = (await call(second, "GET", `/alerts?alertRule.id=${rule.id}`)).body as Array<unknown>
+        return list.length > 0 ? list : undefined
+      }, 8_000, "the offline alert after restart")
+      const deadline = (seen.body.timestamp as number) + 3_000
+      expect(opened.at).toBeGreaterThanOrEqual(deadline)
+      expect(opened.at - deadline).toBeLessThan(1_000)
+      expect(opened.value).toHaveLength(1)
+    } finally {
+      await second.close()
+    }
+  })
+})
