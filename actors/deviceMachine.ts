@@ -1,4 +1,5 @@
-import { assign, emit, setup } from "xstate"
+import { assign, emit, enqueueActions, setup } from "xstate"
+import { type AnomalyConfig, anomalyStep } from "./rules.ts"
 
 /**
  * One device's liveness: online until `OFFLINE_AFTER` passes without a sign of life, then
@@ -13,6 +14,8 @@ export interface DeviceContext {
   readonly offlineAfterMs: number | null
   /** Epoch ms at which the current online period's timer was (re)started. */
   readonly timerFrom: number | null
+  /** Recent values per anomaly rule id: the baseline its next value is compared with. */
+  readonly baselines: Readonly<Record<string, ReadonlyArray<number>>>
 }
 
 export type DeviceEvent =
@@ -20,10 +23,26 @@ export type DeviceEvent =
   | { readonly type: "device.configured"; readonly offlineAfterMs: number | null; readonly at: number }
   /** After rehydration: restart the timer for what is left of it (timers survive restarts). */
   | { readonly type: "device.resumed"; readonly at: number }
+  /** An event some anomaly rules watch: each rule's baseline is updated and judged. */
+  | {
+    readonly type: "device.measured"
+    readonly at: number
+    readonly eventName: string
+    readonly data: unknown
+    readonly rules: ReadonlyArray<{ readonly id: string } & AnomalyConfig>
+  }
 
 export type DeviceEmitted =
   | { readonly type: "device.offline"; readonly deviceId: string; readonly lastSeenAt: number | null; readonly at: number }
   | { readonly type: "device.online"; readonly deviceId: string; readonly at: number }
+  | {
+    readonly type: "device.anomaly"
+    readonly deviceId: string
+    readonly ruleId: string
+    readonly verdict: "breach" | "clear"
+    readonly z: number
+    readonly at: number
+  }
 
 export const deviceMachine = setup({
   types: {
@@ -52,11 +71,38 @@ export const deviceMachine = setup({
       lastSeenAt: context.lastSeenAt,
       at: (context.lastSeenAt ?? 0) + (context.offlineAfterMs ?? 0)
     })),
-    announceOnline: emit(({ context, event }) => ({ type: "device.online" as const, deviceId: context.deviceId, at: event.at }))
+    announceOnline: emit(({ context, event }) => ({ type: "device.online" as const, deviceId: context.deviceId, at: event.at })),
+    measure: enqueueActions(({ context, event, enqueue }) => {
+      if (event.type !== "device.measured") return
+      const baselines = { ...context.baselines }
+      for (const rule of event.rules) {
+        const step = anomalyStep(rule, baselines[rule.id] ?? [], event.eventName, event.data)
+        baselines[rule.id] = step.history
+        if (step.verdict !== "none") {
+          enqueue.emit({
+            type: "device.anomaly",
+            deviceId: context.deviceId,
+            ruleId: rule.id,
+            verdict: step.verdict,
+            z: step.z ?? 0,
+            at: event.at
+          })
+        }
+      }
+      enqueue.assign({ baselines })
+    })
   }
 }).createMachine({
   id: "device",
-  context: ({ input }) => ({ deviceId: input.deviceId, lastSeenAt: null, offlineAfterMs: input.offlineAfterMs, timerFrom: null }),
+  context: ({ input }) => ({
+    deviceId: input.deviceId,
+    lastSeenAt: null,
+    offlineAfterMs: input.offlineAfterMs,
+    timerFrom: null,
+    baselines: {}
+  }),
+  // Baselines are kept whatever the liveness state.
+  on: { "device.measured": { actions: "measure" } },
   initial: "unknown",
   states: {
     unknown: {

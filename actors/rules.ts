@@ -29,3 +29,35 @@ export const evaluateThreshold = (config: ThresholdConfig, eventName: string, da
   if (config.max !== undefined && value > config.max) return "breach"
   return "clear"
 }
+
+export interface AnomalyConfig {
+  readonly eventName: string
+  readonly path?: string | undefined
+  /** How many previous values form the baseline. */
+  readonly window: number
+  /** How many standard deviations from the baseline's mean count as an anomaly. */
+  readonly zScore: number
+}
+
+/**
+ * One step of an anomaly rule: the value is compared with the mean and standard deviation of
+ * the previous `window` values (once there are that many), then joins them.
+ */
+export const anomalyStep = (
+  config: AnomalyConfig,
+  history: ReadonlyArray<number>,
+  eventName: string,
+  data: unknown
+): { readonly verdict: "breach" | "clear" | "none"; readonly history: ReadonlyArray<number>; readonly z?: number } => {
+  if (eventName !== config.eventName) return { verdict: "none", history }
+  const raw = valueAt(data, config.path)
+  const value = typeof raw === "string" && raw.trim() !== "" ? Number(raw) : raw
+  if (typeof value !== "number" || !Number.isFinite(value)) return { verdict: "none", history }
+  const next = [...history, value].slice(-config.window)
+  if (history.length < config.window) return { verdict: "none", history: next }
+  const mean = history.reduce((a, b) => a + b, 0) / history.length
+  const variance = history.reduce((a, b) => a + (b - mean) ** 2, 0) / history.length
+  const sd = Math.sqrt(variance)
+  const z = sd === 0 ? (value === mean ? 0 : Infinity) : Math.abs(value - mean) / sd
+  return { verdict: z > config.zScore ? "breach" : "clear", history: next, z }
+}

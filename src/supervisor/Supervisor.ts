@@ -150,6 +150,16 @@ export class Supervisor extends Context.Service<Supervisor, SupervisorService>()
           dirty.add(emitted.deviceId)
           perform(Effect.gen(function*() {
             const all = yield* Effect.promise(() => rulesOf(hostedDevice.organisationId))
+            if (emitted.type === "device.anomaly") {
+              const rule = all.find((r) => r.id === emitted.ruleId)
+              if (rule === undefined) return
+              if (emitted.verdict === "breach") {
+                yield* raise(rule, emitted.deviceId, emitted.at, null, `value ${emitted.z.toFixed(1)} standard deviations from its baseline`)
+              } else {
+                yield* clear(rule, emitted.deviceId, emitted.at)
+              }
+              return
+            }
             for (const rule of all.filter((r) => r.type === "offline" && applies(r, hostedDevice))) {
               if (emitted.type === "device.offline") {
                 yield* raise(rule, emitted.deviceId, emitted.at, null, `no sign of life since ${new Date(emitted.lastSeenAt ?? 0).toISOString()}`)
@@ -202,6 +212,18 @@ export class Supervisor extends Context.Service<Supervisor, SupervisorService>()
           const event = a.event
           if (event === undefined) return
           const all = yield* Effect.promise(() => rulesOf(a.organisationId))
+          const anomalyRules = all
+            .filter((r) => r.type === "anomaly" && applies(r, entry) && r.config.eventName === event.name)
+            .map((r) => ({
+              id: r.id,
+              eventName: String(r.config.eventName),
+              path: r.config.path as string | undefined,
+              window: Number(r.config.window),
+              zScore: Number(r.config.zScore)
+            }))
+          if (anomalyRules.length > 0) {
+            entry.actor.send({ type: "device.measured", at: a.at, eventName: event.name, data: event.data, rules: anomalyRules })
+          }
           for (const rule of all.filter((r) => r.type === "threshold" && applies(r, entry))) {
             const verdict = evaluateThreshold(
               {

@@ -99,3 +99,21 @@ describe("deviceMachine", () => {
     expect(second.emitted).toEqual([])
   })
 })
+
+describe("deviceMachine anomaly baselines", () => {
+  const rule = { id: "rul_a", eventName: "power", window: 5, zScore: 3 }
+  it("judges a value against the previous window once it is full, and keeps the baseline in its snapshot", () => {
+    const { actor, emitted } = start(null)
+    for (const [i, value] of [10, 11, 9, 10, 10].entries()) {
+      actor.send({ type: "device.measured", at: i, eventName: "power", data: value, rules: [rule] })
+    }
+    expect(emitted).toEqual([])
+    actor.send({ type: "device.measured", at: 5, eventName: "power", data: 10.5, rules: [rule] })
+    expect(emitted.at(-1)).toMatchObject({ type: "device.anomaly", ruleId: "rul_a", verdict: "clear" })
+    actor.send({ type: "device.measured", at: 6, eventName: "power", data: 50, rules: [rule] })
+    expect(emitted.at(-1)).toMatchObject({ type: "device.anomaly", ruleId: "rul_a", verdict: "breach" })
+    expect(actor.getPersistedSnapshot()).toMatchObject({ context: { baselines: { rul_a: [9, 10, 10, 10.5, 50] } } })
+    actor.send({ type: "device.measured", at: 7, eventName: "other", data: 1, rules: [rule] })
+    expect(emitted).toHaveLength(2)
+  })
+})

@@ -123,6 +123,25 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     expect((await call("GET", "/alerts/alt_missing")).status).toBe(404)
   })
 
+  it("opens an anomaly alert for a value far from the device's recent values", async () => {
+    const device = await newDevice("Meter A")
+    const rule = (await call("POST", "/alertRules", {
+      name: "Odd draw",
+      type: "anomaly",
+      severity: "medium",
+      autoResolve: true,
+      config: { eventName: "power", path: "watts", window: 4, zScore: 3 }
+    })).body
+    for (const watts of [100, 102, 98, 101, 99]) await publish(device, "power", { watts })
+    await settled(t)
+    expect((await call("GET", `/alerts?alertRule.id=${rule.id}`)).body).toEqual([])
+    await publish(device, "power", { watts: 400 })
+    await settled(t)
+    const [alert] = (await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)).body
+    expect(alert).toMatchObject({ device: { id: device.id }, alertRule: { id: rule.id } })
+    expect(alert.note).toMatch(/standard deviations/)
+  })
+
   it("opens an offline alert within a second of the deadline and resolves it when the device returns", async () => {
     const device = await newDevice("Gate sensor")
     const rule = (await call("POST", "/alertRules", {
