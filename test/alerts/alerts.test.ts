@@ -169,6 +169,26 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     expect(resolved.at - back).toBeLessThan(1_000)
     await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
   })
+
+  it("shows live counts on the space", async () => {
+    const space = (await call("POST", "/spaces", { name: "Counted" })).body
+    const device = (await call("POST", "/devices", { name: "Counted", space: { id: space.id } })).body
+    const rule = (await call("POST", "/alertRules", {
+      name: "Counted hot",
+      type: "threshold",
+      severity: "low",
+      space: { id: space.id },
+      config: { eventName: "t", max: 1 }
+    })).body
+    await publish(device, "t", 5)
+    await settled(t)
+    const live = await eventually(async () => {
+      const body = (await call("GET", `/spaces/${space.id}`)).body
+      return body.live.openAlerts === 1 && body.live.devicesOnline + body.live.devicesOffline === 0 ? body.live : undefined
+    }, 3_000, "the open alert count")
+    expect(live.value).toEqual({ devicesOnline: 0, devicesOffline: 0, openAlerts: 1 })
+    await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
+  })
 })
 
 describe("offline timers across a restart", () => {

@@ -36,6 +36,8 @@ export const spaceSchema = z.object({
   owner: z.object({ organisation: organisationRef }),
   timezone: z.string(),
   country: z.string().nullable(),
+  live: z.object({ devicesOnline: z.number().int(), devicesOffline: z.number().int(), openAlerts: z.number().int() }).optional(),
+  alertUsers: z.array(z.object({ id: z.string(), fullName: z.string(), emailAddress: z.string() })).optional(),
   createdAt: epochMs,
   updatedAt: epochMs
 }).openapi("Space")
