@@ -9,7 +9,9 @@ import { Bus } from "./bus/Bus.ts"
 import { Activity } from "./ingest/Activity.ts"
 import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
+import { AlertNotificationsLive } from "./supervisor/AlertNotifications.ts"
 import { Supervisor } from "./supervisor/Supervisor.ts"
+import { Notifier } from "./notify/Notifier.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { bootstrap, type Bootstrapped } from "./store/bootstrap.ts"
 import { migrate } from "./store/migrate.ts"
@@ -77,7 +79,7 @@ export const CoreLive = Layer.mergeAll(
   Ingest.layer,
   SignInGuard.layer,
   // After the migrations: it rehydrates device actors from their table at start.
-  Supervisor.layer.pipe(Layer.provide(SetupLive))
+  AlertNotificationsLive.pipe(Layer.provide(Notifier.layer), Layer.provideMerge(Supervisor.layer.pipe(Layer.provide(SetupLive))))
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer, Activity.layer)),
   Layer.provideMerge(StoreLive),
