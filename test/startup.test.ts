@@ -57,7 +57,8 @@ describe("the server process", () => {
     const again = await fetch(`http://127.0.0.1:${second.port}/v1/whoami`, { headers: { authorization: `Bearer ${key}` } })
     expect(again.status).toBe(200)
     await second.stop()
-  })
+    // Two processes, the first creating an on-disk PGlite: slow on a loaded 2-core machine.
+  }, 120_000)
 
   const oneLine = (stderr: string) => stderr.trim().split("\n").filter((l) => !/^npm warn/.test(l))
 

@@ -85,11 +85,11 @@ describe("kill -9 during a QoS 1 publish stream", () => {
     const { acked, stored } = await publishThroughACrash({ DATABASE_URL: db.url, BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY }, 1_000)
     expect(acked.length).toBeGreaterThanOrEqual(1_000)
     expect(acked.filter((n) => !stored.has(n))).toEqual([])
-  })
+  }, 120_000)
 
   it("keeps every PUBACKed event on PGlite in DATA_DIR", async () => {
     const { acked, stored } = await publishThroughACrash({ DATA_DIR: dir, BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY }, 300)
     expect(acked.length).toBeGreaterThanOrEqual(300)
     expect(acked.filter((n) => !stored.has(n))).toEqual([])
-  })
+  }, 120_000)
 })

@@ -123,7 +123,7 @@ describe("end to end over real sockets", () => {
     expect(seen).toContain("disconnect")
     expect(seen).toContain("offline")
     expect(seen).toContain("reconnect")
-  })
+  }, 90_000)
 
   it("emits error when the credential is refused", async () => {
     const client = connectStream({ url: `mqtt://127.0.0.1:${server.mqttPort}`, key: "d_sk_not_a_key", mqtt: { reconnectPeriod: 0 } })

@@ -55,7 +55,7 @@ const portsIn = (out: string): ServerPorts | undefined => {
 }
 
 /** Starts the server and resolves once it logs all its ports; rejects if it exits first. */
-export const startServerProcess = (env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> =>
+export const startServerProcess = (env: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
     const child = spawnServer(env)
     let out = ""
