@@ -6,6 +6,7 @@ import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
 import { newId, newSecret } from "../domain/ids.ts"
 import { hashSecret } from "../auth/secrets.ts"
+import { energyReadingOf } from "../energy/readings.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
 import { type EventFile, Writer } from "../store/Writer.ts"
 import { type CommandRunInput, type DeviceRef, type EventInput, type LocationInput, MAX_EVENT_DATA_BYTES } from "./schemas.ts"
@@ -135,6 +136,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
           const input = envelope.payload
           const data = yield* dataText(input.data)
+          const reading = yield* energyReadingOf(input.name, input.data)
           const now = Date.now()
           const id = newId("evt", now)
           const timestamp = input.timestamp ?? now
@@ -149,7 +151,8 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
               timestamp,
               receivedAt: now,
               protocol: envelope.protocol,
-              file: input.file
+              file: input.file,
+              reading
             }
           })
           const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }

@@ -1,5 +1,7 @@
 import { Context, Effect, Exit, Layer } from "effect"
 import { Unavailable } from "../domain/errors.ts"
+import type { ReadingInput } from "../energy/readings.ts"
+import { writeReadings } from "../energy/store.ts"
 import { Sql, type SqlClient, type SqlError } from "./Sql.ts"
 
 export interface EventFile {
@@ -19,6 +21,8 @@ export interface EventRow {
   readonly receivedAt: number
   readonly protocol: string
   readonly file?: EventFile | undefined
+  /** The energy reading an `electricity`/`gas`/`water` event carries: stored in the event's transaction. */
+  readonly reading?: ReadingInput | undefined
 }
 
 export interface LocationRow {
@@ -118,6 +122,10 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>) =>
             [e.id, e.file.filename, e.file.contentType, e.file.bytes.byteLength, e.file.bytes]
           )
         }
+        const readings = events.flatMap((e) =>
+          e.reading === undefined ? [] : [{ deviceId: e.deviceId, timestamp: e.timestamp, reading: e.reading, eventId: e.id }]
+        )
+        if (readings.length > 0) yield* writeReadings(tx, readings, "arrival")
       }
       if (locations.length > 0) {
         yield* tx.query(INSERT_LOCATIONS, [

@@ -10,6 +10,7 @@ import { Api, type HttpServices } from "./route.ts"
 import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
 import { alertRoutes } from "./routes/alerts.ts"
+import { energyRoutes } from "./routes/energy.ts"
 import { trafficRoutes } from "./routes/traffic.ts"
 import { userRoutes } from "./routes/users.ts"
 
@@ -59,6 +60,7 @@ export const makeHttpApp = Effect.gen(function*() {
   registryRoutes(api)
   trafficRoutes(api)
   alertRoutes(api)
+  energyRoutes(api)
 
   let document: unknown
   v1.get("/openapi.json", (c) => {

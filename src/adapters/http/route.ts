@@ -48,6 +48,8 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z
   readonly deprecated?: boolean
   /** Bytes the body may have (default 1 MiB). */
   readonly bodyLimit?: number
+  /** A body the handler reads itself (bulk uploads), documented by media type only. */
+  readonly rawBody?: { readonly schema: z.ZodType; readonly mediaTypes: ReadonlyArray<string> }
   /** Further paths served by the same handler, undocumented (`/teams` for `/teams/`). */
   readonly aliases?: ReadonlyArray<string>
   readonly handler: (
@@ -157,7 +159,7 @@ export class Api {
       request: {
         params: spec.params as z.ZodObject | undefined,
         query: spec.query as z.ZodObject | undefined,
-        body: spec.body === undefined ? undefined : {
+        body: spec.body === undefined ? rawBodyDoc(spec.rawBody) : {
           content: {
             "application/json": { schema: spec.body },
             "application/x-www-form-urlencoded": { schema: spec.body }
@@ -176,6 +178,9 @@ export class Api {
     })
   }
 }
+
+const rawBodyDoc = (raw: RouteSpec<AnyObject, AnyObject, z.ZodType, Access>["rawBody"]) =>
+  raw === undefined ? undefined : { content: Object.fromEntries(raw.mediaTypes.map((type) => [type, { schema: raw.schema }])) }
 
 const forbiddenMessage = (principal: Principal, access: Access): string => {
   if (principal.kind === "device") return "a device key may only publish as its device and read itself"

@@ -1,0 +1,107 @@
+import { Effect } from "effect"
+import { InvalidInput } from "../domain/errors.ts"
+import type { SqlClient, SqlError } from "../store/Sql.ts"
+import { type EnergyKind, type ImportRow, parseImportRow } from "./readings.ts"
+import { writeReadings } from "./store.ts"
+
+/** Rows one bulk-import request may carry. */
+export const MAX_IMPORT_ROWS = 100_000
+
+export interface ImportOutcome {
+  /** Rows accepted. */
+  readonly imported: number
+  /** Readings stored: every `value` row and every `meter` row after a meter's first. */
+  readonly stored: number
+  /** `meter` rows that set a meter's first baseline. */
+  readonly baselines: number
+}
+
+const malformed = (field: string, error: unknown) =>
+  new InvalidInput({ field, message: `${field}: malformed JSON (${error instanceof Error ? error.message : "parse error"})` })
+
+/** NDJSON lines in one `JSON.parse` (the fast path); [] when that fails. */
+const parseLines = (lines: ReadonlyArray<string>): Array<unknown> => {
+  try {
+    const parsed: unknown = JSON.parse(`[${lines.join(",")}]`)
+    return Array.isArray(parsed) ? parsed : []
+  } catch {
+    return []
+  }
+}
+
+/**
+ * A JSON array, or NDJSON (one JSON object per line; blank lines are skipped), → rows,
+ * stopping at the first bad one: its field is named `rows[17].timestamp`.
+ */
+export const parseImportBody = (kind: EnergyKind, text: string): Array<ImportRow> | InvalidInput => {
+  const trimmed = text.trim()
+  if (trimmed === "") return new InvalidInput({ field: "body", message: "body: no rows; send a JSON array or NDJSON of readings" })
+  const tooMany = new InvalidInput({ field: "body", message: `body: at most ${MAX_IMPORT_ROWS} rows per request; split the import` })
+  let raws: Array<unknown>
+  if (trimmed.startsWith("[")) {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(trimmed)
+    } catch (error) {
+      return malformed("body", error)
+    }
+    if (!Array.isArray(parsed)) return new InvalidInput({ field: "body", message: "body: must be a JSON array or NDJSON of readings" })
+    if (parsed.length > MAX_IMPORT_ROWS) return tooMany
+    raws = parsed
+  } else {
+    const lines = trimmed.split("\n").filter((line) => line.trim() !== "")
+    if (lines.length > MAX_IMPORT_ROWS) return tooMany
+    raws = parseLines(lines)
+    if (raws.length !== lines.length) {
+      // Some line is not one JSON value: find it.
+      for (let i = 0; i < lines.length; i++) {
+        try {
+          JSON.parse(lines[i])
+        } catch (error) {
+          return malformed(`rows[${i}]`, error)
+        }
+      }
+      return new InvalidInput({ field: "body", message: "body: NDJSON must hold one JSON object per line" })
+    }
+  }
+  const rows = new Array<ImportRow>(raws.length)
+  for (let i = 0; i < raws.length; i++) {
+    const row = parseImportRow(kind, raws[i], i)
+    if (row instanceof InvalidInput) return row
+    rows[i] = row
+  }
+  return rows
+}
+
+/**
+ * Stores every row or none: the devices must belong to the organisation (else the first
+ * row naming a stranger is refused), then readings, rollups and meter baselines are written
+ * in one transaction. Register rows are taken in timestamp order per meter, continuing from
+ * the stored baseline.
+ */
+export const importReadings = (
+  sql: SqlClient,
+  organisationId: string,
+  rows: ReadonlyArray<ImportRow>
+): Effect.Effect<ImportOutcome, InvalidInput | SqlError> =>
+  Effect.gen(function*() {
+    const deviceIds = [...new Set(rows.map((r) => r.deviceId))]
+    const known = yield* sql.query<{ id: string }>(
+      "SELECT id FROM devices WHERE id = ANY($1::text[]) AND organisation_id = $2",
+      [deviceIds, organisationId]
+    )
+    if (known.length < deviceIds.length) {
+      const ids = new Set(known.map((k) => k.id))
+      const index = rows.findIndex((r) => !ids.has(r.deviceId))
+      const field = `rows[${index}].device`
+      return yield* new InvalidInput({ field, message: `${field}: device ${rows[index].deviceId} not found` })
+    }
+    const outcome = yield* sql.transaction((tx) =>
+      writeReadings(
+        tx,
+        rows.map((r) => ({ deviceId: r.deviceId, timestamp: r.timestamp, reading: r.reading, eventId: null })),
+        "timestamp"
+      )
+    )
+    return { imported: rows.length, ...outcome }
+  })
