@@ -1,0 +1,666 @@
+/**
+ * `npm run bench:energy`: loads hourly electricity readings through the bulk import
+ * (`POST /v1/energy/electricity/readings`, NDJSON) into Voltaic on Postgres and on PGlite,
+ * then times four queries answered from the rollups and, in the same run, from raw
+ * readings only (`rollups=false`), checking both give the same figures. The server runs
+ * in its own process on a fresh database; this process generates the load, measures and
+ * reports. Prints the tables and appends them to `bench/RESULTS.md`.
+ *
+ * Settings (environment): BENCH_TARGETS (postgres,pglite), BENCH_DEVICES (1000), BENCH_SPACES
+ * (10), BENCH_HOURS (10000: 10,000,000 readings over ~14 months), BENCH_PGLITE_DEVICES (as
+ * many: PGlite, in memory, holds the same 10M), BENCH_BATCH rows per request (10000),
+ * BENCH_IN_FLIGHT requests (2), BENCH_ITERATIONS per query (30), BENCH_RAW_SECONDS time box
+ * of each raw-readings case (20), BENCH_PG_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
+ * BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ */
+import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
+import { cpus, totalmem } from "node:os"
+import { resolve } from "node:path"
+import { createInterface } from "node:readline"
+import { fileURLToPath } from "node:url"
+import postgres from "postgres"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const resultsFile = resolve(root, "bench/RESULTS.md")
+
+const intSetting = (name: string, fallback: number, min: number): number => {
+  const raw = process.env[name]
+  if (raw === undefined || raw === "") return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < min) throw new Error(`${name}: expected a whole number from ${min}, got ${raw}`)
+  return n
+}
+
+const settings = {
+  targets: (process.env.BENCH_TARGETS ?? "postgres,pglite").split(",").map((t) => t.trim()).filter((t) => t !== ""),
+  devices: intSetting("BENCH_DEVICES", 1000, 10),
+  pgliteDevices: intSetting("BENCH_PGLITE_DEVICES", intSetting("BENCH_DEVICES", 1000, 10), 10),
+  spaces: intSetting("BENCH_SPACES", 10, 1),
+  hours: intSetting("BENCH_HOURS", 10_000, 24 * 32),
+  batch: intSetting("BENCH_BATCH", 10_000, 1),
+  inFlight: intSetting("BENCH_IN_FLIGHT", 2, 1),
+  iterations: intSetting("BENCH_ITERATIONS", 30, 3),
+  rawSeconds: intSetting("BENCH_RAW_SECONDS", 20, 1),
+  pgAdminUrl: process.env.BENCH_PG_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+  record: process.env.BENCH_NO_RECORD === undefined
+}
+
+const HOST = "127.0.0.1"
+const APP_KEY = `a_sk_bench${randomBytes(18).toString("base64url")}`
+/** The readings start on 2025-01-01T00:00Z, one per device and hour. */
+const START = Date.UTC(2025, 0, 1)
+const HOUR = 3_600_000
+const DAY = 86_400_000
+const TIMEZONE = "Europe/Dublin"
+const COUNTRIES = ["IRL", "GBR", "FRA", "DEU", "ESP"]
+const AIMS = { postgres: { importPerSecond: 100_000, p50Ms: 50 }, pglite: { p50Ms: 250 } }
+const WATCHDOG_MS = 30 * 60_000
+
+// ---------------------------------------------------------------------------------------
+// Child processes (the patterns of bench/rest.ts)
+
+interface Child {
+  readonly process: ChildProcess
+  readonly tail: Array<string>
+  waitForLine(pattern: RegExp, timeoutMs: number): Promise<RegExpExecArray>
+  readonly exited: Promise<number | null>
+}
+
+const running = new Set<ChildProcess>()
+
+const start = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Child => {
+  const child = spawn(process.execPath, [...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
+  running.add(child)
+  const tail: Array<string> = []
+  const listeners = new Set<(line: string) => void>()
+  const keep = (line: string) => {
+    tail.push(line)
+    if (tail.length > 40) tail.shift()
+  }
+  createInterface({ input: child.stdout! }).on("line", (line) => {
+    keep(line)
+    for (const listener of listeners) listener(line)
+  })
+  createInterface({ input: child.stderr! }).on("line", keep)
+  const exited = new Promise<number | null>((resolveExit) => {
+    child.once("close", (code) => {
+      running.delete(child)
+      resolveExit(code)
+    })
+    child.once("error", (error) => {
+      keep(`spawn failed: ${error.message}`)
+      running.delete(child)
+      resolveExit(null)
+    })
+  })
+  const waitForLine = (pattern: RegExp, timeoutMs: number) =>
+    new Promise<RegExpExecArray>((resolveLine, reject) => {
+      const timer = setTimeout(() => finish(new Error(`${name}: no line matching ${pattern} within ${timeoutMs} ms\n${tail.join("\n")}`)), timeoutMs)
+      const onLine = (line: string) => {
+        const match = pattern.exec(line)
+        if (match) finish(match)
+      }
+      const finish = (outcome: RegExpExecArray | Error) => {
+        clearTimeout(timer)
+        listeners.delete(onLine)
+        if (outcome instanceof Error) reject(outcome)
+        else resolveLine(outcome)
+      }
+      listeners.add(onLine)
+      void exited.then((code) => finish(new Error(`${name} exited (code ${code}) before printing ${pattern}\n${tail.join("\n")}`)))
+    })
+  return { process: child, tail, waitForLine, exited }
+}
+
+const stop = async (child: Child, graceMs = 10_000): Promise<void> => {
+  if (child.process.exitCode !== null || child.process.signalCode !== null) return
+  child.process.kill("SIGTERM")
+  const timer = setTimeout(() => child.process.kill("SIGKILL"), graceMs)
+  await child.exited
+  clearTimeout(timer)
+}
+
+process.on("exit", () => {
+  for (const child of running) child.kill("SIGKILL")
+})
+
+const cleanups: Array<() => Promise<void>> = []
+const onShutdown = (f: () => Promise<void>): (() => Promise<void>) => {
+  let done: Promise<void> | undefined
+  const once = () => (done ??= f())
+  cleanups.unshift(once)
+  return once
+}
+const shutdown = async () => {
+  for (const f of cleanups) {
+    try {
+      await f()
+    } catch (error) {
+      console.error(`bench:energy: cleanup failed: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// CPU from /proc
+
+const clockTicks = (() => {
+  try {
+    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
+  } catch {
+    return 100
+  }
+})()
+
+const processCpuSeconds = (pid: number | undefined): number => {
+  if (pid === undefined) return Number.NaN
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / clockTicks
+  } catch {
+    return Number.NaN
+  }
+}
+
+/**
+ * The backends serving `database` (their process title names it): this run's share of the
+ * Postgres server, which other work on the machine may use too. The WAL writer and the
+ * checkpointer serve every database and are not counted.
+ */
+const postgresCpuSeconds = (database: string): number => {
+  let total = 0
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(database)) continue
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) !== "postgres") continue
+      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+      total += (Number(fields[11]) + Number(fields[12])) / clockTicks
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return total
+}
+
+const machineTicks = (): { busy: number; total: number } => {
+  const values = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1, 9).map(Number)
+  const total = values.reduce((a, b) => a + b, 0)
+  return { busy: total - values[3] - values[4], total }
+}
+
+// ---------------------------------------------------------------------------------------
+// The server under test
+
+interface Target {
+  readonly name: "Postgres" | "PGlite"
+  /** The Postgres database of the run (undefined for PGlite, which runs inside the server). */
+  readonly database: string | undefined
+  readonly child: Child
+  readonly url: string
+  readonly devices: number
+  /** VACUUM ANALYZE as autovacuum would after a load (Postgres only). */
+  readonly settle: () => Promise<void>
+  readonly close: () => Promise<void>
+}
+
+const startServer = async (
+  name: Target["name"],
+  databaseUrl: string,
+  database: string | undefined,
+  devices: number,
+  settle: () => Promise<void>,
+  cleanup: () => Promise<void>
+): Promise<Target> => {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: "0",
+    HOST,
+    MQTT_PORT: "0",
+    MQTT_WS_PORT: "0",
+    COAP_PORT: "0",
+    LOG_LEVEL: "info",
+    BOOTSTRAP_APP_KEY: APP_KEY,
+    DATABASE_URL: databaseUrl
+  }
+  delete env.NATS_URL
+  delete env.DATA_DIR
+  const child = start(`voltaic (${name})`, ["--import", "tsx", "src/main.ts"], env)
+  const close = onShutdown(async () => {
+    await stop(child)
+    await cleanup()
+  })
+  const [, port] = await child.waitForLine(/http listening on [\d.]+:(\d+)/, 120_000)
+  return { name, database, child, url: `http://${HOST}:${port}`, devices, settle, close }
+}
+
+const startPostgres = async (): Promise<Target> => {
+  const admin = postgres(settings.pgAdminUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+  const database = `voltaic_bench_${randomBytes(6).toString("hex")}`
+  try {
+    await admin.unsafe(`CREATE DATABASE ${database}`)
+  } catch (error) {
+    await admin.end({ timeout: 0 })
+    throw new Error(`cannot create a database with BENCH_PG_ADMIN_URL: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  const drop = onShutdown(async () => {
+    try {
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    } finally {
+      await admin.end({ timeout: 5 })
+    }
+  })
+  const url = new URL(settings.pgAdminUrl)
+  url.pathname = `/${database}`
+  const settle = async () => {
+    const db = postgres(url.toString(), { max: 1, onnotice: () => {}, connect_timeout: 5 })
+    try {
+      await db.unsafe("VACUUM ANALYZE")
+    } finally {
+      await db.end({ timeout: 5 })
+    }
+  }
+  return startServer("Postgres", url.toString(), database, settings.devices, settle, drop)
+}
+
+const startPglite = () => startServer("PGlite", "memory://", undefined, settings.pgliteDevices, async () => {}, async () => {})
+
+// ---------------------------------------------------------------------------------------
+// REST
+
+const call = async (target: Target, method: string, path: string, body?: string, contentType = "application/json"): Promise<unknown> => {
+  const response = await fetch(`${target.url}/v1${path}`, {
+    method,
+    headers: body === undefined ? { authorization: `Bearer ${APP_KEY}` } : { authorization: `Bearer ${APP_KEY}`, "content-type": contentType },
+    body
+  })
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text.slice(0, 500)}`)
+  return JSON.parse(text)
+}
+
+const idOf = (value: unknown): string => {
+  if (typeof value === "object" && value !== null && "id" in value && typeof value.id === "string") return value.id
+  throw new Error(`no id in ${JSON.stringify(value)}`)
+}
+
+const parallel = async <A>(count: number, width: number, f: (i: number) => Promise<A>): Promise<Array<A>> => {
+  const out = new Array<A>(count)
+  let next = 0
+  const worker = async () => {
+    while (next < count) {
+      const i = next++
+      out[i] = await f(i)
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(width, count) }, worker))
+  return out
+}
+
+interface Fleet {
+  readonly spaces: ReadonlyArray<string>
+  readonly devices: ReadonlyArray<string>
+}
+
+const seed = async (target: Target): Promise<Fleet> => {
+  const spaces = await parallel(settings.spaces, 4, async (i) =>
+    idOf(await call(target, "POST", "/spaces", JSON.stringify({ name: `bench space ${i}`, timezone: TIMEZONE, country: COUNTRIES[i % COUNTRIES.length] }))))
+  const devices = await parallel(target.devices, 8, async (i) =>
+    idOf(await call(target, "POST", "/devices", JSON.stringify({ name: `meter ${i}`, space: { id: spaces[i % spaces.length] } }))))
+  return { spaces, devices }
+}
+
+// ---------------------------------------------------------------------------------------
+// Loading
+
+/** kWh in the hour: a daily shape per device, exact to the Wh. */
+const consumption = (device: number, hour: number): string => {
+  const hourOfDay = hour % 24
+  const base = 200 + ((device * 37) % 300) + (hourOfDay >= 7 && hourOfDay < 22 ? 400 : 0) + ((device * 7919 + hour * 104_729) % 500)
+  return (base / 1000).toFixed(3)
+}
+
+interface Load {
+  readonly readings: number
+  readonly seconds: number
+  readonly serverCores: number
+  readonly databaseCores: number | undefined
+  readonly machineCores: number
+}
+
+const progress = (done: number, total: number, startedAt: number) => {
+  const seconds = (performance.now() - startedAt) / 1000
+  const rate = done / Math.max(seconds, 1e-3)
+  const width = 30
+  const filled = Math.round((done / total) * width)
+  const eta = rate > 0 ? (total - done) / rate : 0
+  const line = `  [${"#".repeat(filled)}${"-".repeat(width - filled)}] ${(100 * done / total).toFixed(1).padStart(5)}% ` +
+    `${done.toLocaleString("en-US")}/${total.toLocaleString("en-US")} readings, ${Math.round(rate).toLocaleString("en-US")}/s, ETA ${Math.ceil(eta)} s`
+  if (process.stdout.isTTY) process.stdout.write(`\r${line}`)
+  else if (done === total || Math.floor(done / total * 10) !== Math.floor((done - settings.batch) / total * 10)) console.log(line)
+}
+
+/**
+ * Time-major NDJSON batches (every device's readings of a few hours per request), as
+ * meters report: consecutive requests touch the same daily rollup rows, which is the
+ * contended case; `inFlight` requests overlap.
+ */
+const load = async (target: Target, fleet: Fleet): Promise<Load> => {
+  const total = fleet.devices.length * settings.hours
+  const hoursPerBatch = Math.max(1, Math.floor(settings.batch / fleet.devices.length))
+  const lines = fleet.devices.map((id) => `{"device":"${id}","timestamp":`)
+  let done = 0
+  const startedAt = performance.now()
+  const serverBefore = processCpuSeconds(target.child.process.pid)
+  const database = target.database
+  const databaseBefore = database === undefined ? undefined : postgresCpuSeconds(database)
+  const machineBefore = machineTicks()
+  const batches: Array<number> = []
+  for (let h = 0; h < settings.hours; h += hoursPerBatch) batches.push(h)
+  await parallel(batches.length, settings.inFlight, async (b) => {
+    const from = batches[b]
+    const to = Math.min(from + hoursPerBatch, settings.hours)
+    const parts: Array<string> = []
+    for (let h = from; h < to; h++) {
+      const at = START + h * HOUR
+      for (let d = 0; d < lines.length; d++) parts.push(`${lines[d]}${at},"value":${consumption(d, h)}}`)
+    }
+    const outcome = await call(target, "POST", "/energy/electricity/readings", parts.join("\n"), "application/x-ndjson")
+    if (typeof outcome !== "object" || outcome === null || !("stored" in outcome) || outcome.stored !== parts.length) {
+      throw new Error(`import answered ${JSON.stringify(outcome)} for ${parts.length} rows`)
+    }
+    done += parts.length
+    progress(done, total, startedAt)
+  })
+  if (process.stdout.isTTY) process.stdout.write("\n")
+  const seconds = (performance.now() - startedAt) / 1000
+  const machineAfter = machineTicks()
+  const databaseAfter = database === undefined ? undefined : postgresCpuSeconds(database)
+  return {
+    readings: total,
+    seconds,
+    serverCores: (processCpuSeconds(target.child.process.pid) - serverBefore) / seconds,
+    databaseCores: databaseBefore === undefined || databaseAfter === undefined ? undefined : (databaseAfter - databaseBefore) / seconds,
+    machineCores: (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total) * cpus().length
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Queries
+
+interface QueryCase {
+  readonly id: string
+  readonly description: string
+  /** The path of iteration `i` (rotating spaces and days so caches do not answer alone). */
+  readonly path: (fleet: Fleet, i: number) => string
+}
+
+const iso = (t: number) => new Date(t).toISOString()
+/** The data covers START … START + hours; every case stays inside it. */
+const lastDay = () => Math.floor(settings.hours / 24) - 1
+
+const cases: ReadonlyArray<QueryCase> = [
+  {
+    id: "a",
+    description: "a space, hourly, 30 days",
+    path: (fleet, i) => {
+      const since = START + ((i * 7) % Math.max(1, lastDay() - 30)) * DAY
+      return `/energy/electricity?space.id=${fleet.spaces[i % fleet.spaces.length]}&since=${iso(since)}&until=${iso(since + 30 * DAY)}&interval=1%20hour`
+    }
+  },
+  {
+    id: "b",
+    description: `a space, daily, 365 days in ${TIMEZONE}`,
+    path: (fleet, i) =>
+      `/energy/electricity?space.id=${fleet.spaces[i % fleet.spaces.length]}&since=2025-01-01T00:00:00Z&until=2026-01-01T00:00:00Z&interval=1%20day&timezone=${TIMEZONE}`
+  },
+  {
+    id: "c",
+    description: "a space's devices (breakdown), hourly, one day",
+    path: (fleet, i) => {
+      const day = START + ((i * 13) % lastDay()) * DAY
+      return `/energy/electricity?space.id=${fleet.spaces[i % fleet.spaces.length]}&since=${day}&until=${day + DAY}&breakdown=device`
+    }
+  },
+  {
+    id: "d",
+    description: `the organisation, monthly, one year in ${TIMEZONE}`,
+    path: (_, i) => {
+      const year = i % 2 === 0 ? ["2025-01-01", "2026-01-01"] : ["2025-02-01", "2026-02-01"]
+      return `/energy/electricity?since=${year[0]}T00:00:00Z&until=${year[1]}T00:00:00Z&interval=1%20month&timezone=${TIMEZONE}`
+    }
+  }
+]
+
+interface Timing {
+  readonly p50: number
+  readonly p95: number
+  readonly samples: number
+}
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]
+
+const timed = async (target: Target, path: string): Promise<{ ms: number; body: unknown }> => {
+  const t0 = performance.now()
+  const body = await call(target, "GET", path)
+  return { ms: performance.now() - t0, body }
+}
+
+interface CaseResult {
+  readonly target: string
+  readonly query: QueryCase
+  readonly rollups: Timing
+  readonly raw: Timing
+  readonly buckets: number
+}
+
+const measureCase = async (target: Target, fleet: Fleet, query: QueryCase): Promise<CaseResult> => {
+  process.stdout.write(`  (${query.id}) ${query.description.padEnd(50)} `)
+  const rollups: Array<number> = []
+  const raw: Array<number> = []
+  let buckets = 0
+  for (let i = 0; i < 3; i++) await timed(target, query.path(fleet, i))
+  for (let i = 0; i < settings.iterations; i++) {
+    const { ms, body } = await timed(target, query.path(fleet, i))
+    rollups.push(ms)
+    if (typeof body === "object" && body !== null && "result" in body && Array.isArray(body.result)) buckets = body.result.length
+  }
+  // Raw readings: as many of the same paths as fit the time box, each checked against the rollups' answer.
+  const startedAt = performance.now()
+  for (let i = 0; i < settings.iterations && (raw.length < 3 || performance.now() - startedAt < settings.rawSeconds * 1000); i++) {
+    const path = query.path(fleet, i)
+    const fromRaw = await timed(target, `${path}&rollups=false`)
+    raw.push(fromRaw.ms)
+    const fromRollups = await call(target, "GET", path)
+    if (JSON.stringify(fromRaw.body) !== JSON.stringify(fromRollups)) {
+      throw new Error(`${target.name} (${query.id}): raw readings and rollups disagree for ${path}`)
+    }
+  }
+  const stats = (values: Array<number>): Timing => {
+    const sorted = [...values].sort((a, b) => a - b)
+    return { p50: percentile(sorted, 0.5), p95: percentile(sorted, 0.95), samples: sorted.length }
+  }
+  const result = { target: target.name, query, rollups: stats(rollups), raw: stats(raw), buckets }
+  console.log(`rollups p50 ${result.rollups.p50.toFixed(1)} ms, raw p50 ${result.raw.p50.toFixed(1)} ms`)
+  return result
+}
+
+// ---------------------------------------------------------------------------------------
+// Reporting
+
+const ms = (n: number) => n.toFixed(1)
+const cores = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? "–" : n.toFixed(2))
+
+const importColumns = ["target", "devices", "readings", "seconds", "readings/s", "server CPU", "Postgres CPU", "machine CPU"]
+const importRows = (loads: ReadonlyArray<{ target: Target; load: Load }>) =>
+  loads.map(({ target, load }) => [
+    target.name,
+    target.devices.toLocaleString("en-US"),
+    load.readings.toLocaleString("en-US"),
+    load.seconds.toFixed(1),
+    Math.round(load.readings / load.seconds).toLocaleString("en-US"),
+    cores(load.serverCores),
+    cores(load.databaseCores),
+    `${cores(load.machineCores)}/${cpus().length}`
+  ])
+
+const queryColumns = ["target", "query", "buckets", "rollups p50 ms", "rollups p95 ms", "raw p50 ms", "raw p95 ms", "raw runs", "raw/rollups (p50)"]
+const queryRows = (results: ReadonlyArray<CaseResult>) =>
+  results.map((r) => [
+    r.target,
+    `(${r.query.id}) ${r.query.description}`,
+    String(r.buckets),
+    ms(r.rollups.p50),
+    ms(r.rollups.p95),
+    ms(r.raw.p50),
+    ms(r.raw.p95),
+    String(r.raw.samples),
+    `${(r.raw.p50 / r.rollups.p50).toFixed(1)}×`
+  ])
+
+const textTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>, textColumns: number) => {
+  const widths = columns.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)))
+  const format = (r: ReadonlyArray<string>) => r.map((cell, i) => (i >= textColumns ? cell.padStart(widths[i]) : cell.padEnd(widths[i]))).join("  ")
+  return [format(columns), widths.map((w) => "-".repeat(w)).join("  "), ...body.map(format)].join("\n")
+}
+
+const markdownTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>, textColumns: number) =>
+  [
+    `| ${columns.join(" | ")} |`,
+    `| ${columns.map((_, i) => (i >= textColumns ? "---:" : "---")).join(" | ")} |`,
+    ...body.map((r) => `| ${r.join(" | ")} |`)
+  ].join("\n")
+
+const verdicts = (loads: ReadonlyArray<{ target: Target; load: Load }>, results: ReadonlyArray<CaseResult>): Array<string> => {
+  const out: Array<string> = []
+  const pgLoad = loads.find((l) => l.target.name === "Postgres")
+  if (pgLoad !== undefined) {
+    const rate = pgLoad.load.readings / pgLoad.load.seconds
+    out.push(`Aim (Postgres import ≥ ${AIMS.postgres.importPerSecond.toLocaleString("en-US")} readings/s): **${rate >= AIMS.postgres.importPerSecond ? "met" : "not met"}** — ${Math.round(rate).toLocaleString("en-US")}/s.`)
+  }
+  for (const [name, aim] of [["Postgres", AIMS.postgres.p50Ms], ["PGlite", AIMS.pglite.p50Ms]] as const) {
+    const mine = results.filter((r) => r.target === name)
+    if (mine.length === 0) continue
+    const worst = mine.reduce((a, b) => (b.rollups.p50 > a.rollups.p50 ? b : a))
+    out.push(`Aim (${name}, every query p50 ≤ ${aim} ms): **${worst.rollups.p50 <= aim ? "met" : "not met"}** — slowest (${worst.query.id}) at ${ms(worst.rollups.p50)} ms.`)
+  }
+  return out
+}
+
+const machine = () => {
+  const cpuModel = /^model name\s*:\s*(.*)$/m.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? cpus()[0]?.model ?? "unknown"
+  return `${cpus().length} cores, ${cpuModel}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB memory, Node ${process.version}`
+}
+
+const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")
+
+const utcDate = () => {
+  try {
+    return execFileSync("date", ["-u"], { encoding: "utf8" }).trim()
+  } catch {
+    return new Date().toUTCString()
+  }
+}
+
+const HEADER = "# Benchmarks\n"
+
+const record = (date: string, loads: ReadonlyArray<{ target: Target; load: Load }>, results: ReadonlyArray<CaseResult>, loadBefore: string) => {
+  if (!existsSync(resultsFile)) writeFileSync(resultsFile, HEADER)
+  const pgliteScale = settings.pgliteDevices === settings.devices
+    ? ""
+    : `  PGlite holds ${settings.pgliteDevices} devices (${(settings.pgliteDevices * settings.hours).toLocaleString("en-US")} readings; BENCH_PGLITE_DEVICES).\n`
+  const section = `
+## Energy — ${date}
+
+\`npm run bench:energy\` (bench/energy.ts). Machine: ${machine()}; Postgres on the same machine, sharing its
+cores; load average ${loadBefore} when the run started (other work shares this machine).
+
+- Load: ${settings.spaces} spaces (${TIMEZONE}, countries ${COUNTRIES.join("/")}), hourly electricity readings from 2025-01-01 for
+  ${settings.hours.toLocaleString("en-US")} hours (~${(settings.hours / 730).toFixed(1)} months) per device, through \`POST /v1/energy/electricity/readings\`
+  as NDJSON, ${settings.batch.toLocaleString("en-US")} rows per request (every device, a few hours: time-major), ${settings.inFlight} requests in flight.
+${pgliteScale}- CPU columns are cores used during the load: server = the Voltaic process (with PGlite inside it), Postgres = the
+  backends of the run's database, machine = everything on the machine.
+- Postgres is \`VACUUM ANALYZE\`d after the load, as autovacuum would have done; PGlite has none and is measured as loaded.
+- Queries: one at a time over HTTP from this process, ${settings.iterations} timed runs after 3 warm-ups, rotating spaces and
+  days; "raw" is the same request with \`rollups=false\` (answered from raw readings only), time-boxed to
+  ${settings.rawSeconds} s per case, and each raw answer is checked equal to the rollups' answer.
+
+${markdownTable(importColumns, importRows(loads), 1)}
+
+${markdownTable(queryColumns, queryRows(results), 2)}
+
+${verdicts(loads, results).join("\n")}
+`
+  appendFileSync(resultsFile, section)
+}
+
+// ---------------------------------------------------------------------------------------
+
+const main = async () => {
+  const starters: Record<string, () => Promise<Target>> = { postgres: startPostgres, pglite: startPglite }
+  const unknown = settings.targets.filter((t) => !(t in starters))
+  if (unknown.length > 0) throw new Error(`BENCH_TARGETS: unknown ${unknown.join(", ")}; use postgres, pglite`)
+  const date = utcDate()
+  const loadBefore = loadAverage()
+  console.log(`bench:energy — ${machine()}, load average ${loadBefore}\n`)
+  const loads: Array<{ target: Target; load: Load }> = []
+  const results: Array<CaseResult> = []
+  for (const name of settings.targets) {
+    process.stdout.write(`${name}: starting… `)
+    const target = await starters[name]()
+    try {
+      const fleet = await seed(target)
+      console.log(`${fleet.spaces.length} spaces, ${fleet.devices.length} devices`)
+      const loaded = await load(target, fleet)
+      loads.push({ target, load: loaded })
+      console.log(`  ${loaded.readings.toLocaleString("en-US")} readings in ${loaded.seconds.toFixed(1)} s: ${Math.round(loaded.readings / loaded.seconds).toLocaleString("en-US")} readings/s`)
+      const settledAt = performance.now()
+      await target.settle()
+      if (target.name === "Postgres") console.log(`  VACUUM ANALYZE: ${((performance.now() - settledAt) / 1000).toFixed(1)} s`)
+      for (const query of cases) results.push(await measureCase(target, fleet, query))
+    } finally {
+      await target.close()
+    }
+  }
+  console.log(`\n${textTable(importColumns, importRows(loads), 1)}\n\n${textTable(queryColumns, queryRows(results), 2)}\n`)
+  for (const line of verdicts(loads, results)) console.log(line.replaceAll("**", ""))
+  if (settings.record) {
+    record(date, loads, results, loadBefore)
+    console.log(`\nappended to ${resultsFile}`)
+  }
+  return 0
+}
+
+let leaving = false
+const leave = async (code: number): Promise<never> => {
+  if (!leaving) {
+    leaving = true
+    setTimeout(() => process.exit(code), 30_000).unref()
+    await shutdown()
+  }
+  process.exit(code)
+}
+
+setTimeout(() => {
+  console.error(`bench:energy: still running after ${WATCHDOG_MS / 60_000} minutes; stopping`)
+  void leave(2)
+}, WATCHDOG_MS).unref()
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    console.error(`\nbench:energy: ${signal}; stopping the child processes`)
+    void leave(130)
+  })
+}
+
+main().then(
+  (code) => leave(code),
+  (error: unknown) => {
+    if (!leaving) console.error(`\nbench:energy failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`)
+    return leave(1)
+  }
+)

@@ -1,0 +1,1010 @@
+/**
+ * `npm run bench:ingest`: 1,000 simulated devices publishing events to Voltaic over MQTT
+ * QoS 0 and QoS 1, CoAP and HTTP, on Postgres and on PGlite; with a bare aedes broker and
+ * the system's Mosquitto as ceilings for the MQTT cases. For every target:
+ *
+ * 1. idle: server memory (VmRSS) before and with 10,000 idle MQTT connections;
+ * 2. latency: publish → subscriber at a fixed 5,000 events/s (one application connection
+ *    subscribed to every device);
+ * 3. throughput: closed-loop publishing as fast as the in-flight windows allow; Voltaic's
+ *    figure is events stored (counted in the database afterwards, not sent), the ceilings'
+ *    events acknowledged (they store nothing).
+ *
+ * The brokers and every load process run in their own processes; this one starts them,
+ * seeds, samples CPU and memory from /proc, collects and reports. Prints one table per
+ * section and appends them to `bench/RESULTS.md`.
+ *
+ * Settings (environment): BENCH_TARGETS (aedes,mosquitto,postgres,pglite), BENCH_CASES
+ * (idle,latency,qos0,qos1,coap,http), BENCH_DURATION seconds per case (10), BENCH_WARMUP
+ * seconds before each (2), BENCH_DEVICES (1000), BENCH_IDLE_CONNECTIONS (10000),
+ * BENCH_RATE events/s of the latency case (5000), BENCH_LATENCY_QOS (1), BENCH_LOAD_PROCS
+ * publishing processes (2), BENCH_IDLE_PROCS (4), BENCH_QOS1_WINDOW publishes in flight per
+ * MQTT connection (2), BENCH_COAP_WINDOW requests in flight per CoAP device (1),
+ * BENCH_HTTP_CONNECTIONS (100 in all), BENCH_FENCE_EVERY (4: QoS 0 publishes per QoS 1
+ * fence), BENCH_PG_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test: where to CREATE the
+ * benchmark's database), BENCH_MOSQUITTO_URL (mqtt://127.0.0.1:1883), BENCH_CPU_PROF (a
+ * directory: run the Voltaic servers with `--cpu-prof` into it), BENCH_ENTRY (src/main.ts),
+ * BENCH_SERVER_NODE_ARGS (extra node flags for the Voltaic servers, e.g. `--max-semi-space-size=64`),
+ * BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
+ * BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ */
+import { randomBytes } from "node:crypto"
+import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { type AddressInfo, connect, createServer } from "node:net"
+import { cpus, tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import postgres from "postgres"
+import {
+  awaitQuiet,
+  type Child,
+  gitState,
+  machine,
+  machineCores,
+  machineTicks,
+  onShutdown,
+  parallel,
+  pidsNamed,
+  postgresCpuSeconds,
+  processCpuSeconds,
+  rssKiB,
+  runMain,
+  sleep,
+  sleepUntil,
+  start,
+  stop,
+  udpCounters,
+  utcDate
+} from "./harness.ts"
+import {
+  type DeviceCredential,
+  histogramMerge,
+  type IdleReady,
+  type IdleSpec,
+  type LoadSpec,
+  type Percentiles,
+  type PublishResult,
+  type PublishSpec,
+  READY,
+  type SubscribeResult,
+  type SubscribeSpec,
+  summarize,
+  type Transport
+} from "./ingest-protocol.ts"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const resultsFile = resolve(root, "bench/RESULTS.md")
+const LABEL = "bench:ingest"
+
+const intSetting = (name: string, fallback: number, min: number): number => {
+  const raw = process.env[name]
+  if (raw === undefined || raw === "") return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < min) throw new Error(`${name}: expected a whole number from ${min}, got ${raw}`)
+  return n
+}
+
+const listSetting = (name: string, fallback: string, allowed: ReadonlyArray<string>): Array<string> => {
+  const list = (process.env[name] ?? fallback).split(",").map((t) => t.trim()).filter((t) => t !== "")
+  const unknown = list.filter((t) => !allowed.includes(t))
+  if (unknown.length > 0) throw new Error(`${name}: unknown ${unknown.join(", ")}; use ${allowed.join(", ")}`)
+  return list
+}
+
+const TARGETS = ["aedes", "mosquitto", "postgres", "pglite"] as const
+const CASES = ["idle", "latency", "qos0", "qos1", "coap", "http"] as const
+
+const settings = {
+  targets: listSetting("BENCH_TARGETS", TARGETS.join(","), TARGETS),
+  cases: listSetting("BENCH_CASES", CASES.join(","), CASES),
+  durationSeconds: intSetting("BENCH_DURATION", 10, 1),
+  warmupSeconds: intSetting("BENCH_WARMUP", 2, 0),
+  devices: intSetting("BENCH_DEVICES", 1000, 1),
+  idleConnections: intSetting("BENCH_IDLE_CONNECTIONS", 10_000, 1),
+  rate: intSetting("BENCH_RATE", 5_000, 1),
+  latencyQos: intSetting("BENCH_LATENCY_QOS", 1, 0) === 0 ? 0 as const : 1 as const,
+  loadProcs: intSetting("BENCH_LOAD_PROCS", 2, 1),
+  idleProcs: intSetting("BENCH_IDLE_PROCS", 4, 1),
+  qos1Window: intSetting("BENCH_QOS1_WINDOW", 2, 1),
+  coapWindow: intSetting("BENCH_COAP_WINDOW", 1, 1),
+  httpConnections: intSetting("BENCH_HTTP_CONNECTIONS", 100, 1),
+  fenceEvery: intSetting("BENCH_FENCE_EVERY", 4, 1),
+  fencesInFlight: 2,
+  drainLimitMs: 15_000,
+  quietWaitMs: intSetting("BENCH_QUIET_WAIT", 10, 0) * 1000,
+  pgAdminUrl: process.env.BENCH_PG_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/test",
+  mosquittoUrl: process.env.BENCH_MOSQUITTO_URL ?? "mqtt://127.0.0.1:1883",
+  cpuProfDir: process.env.BENCH_CPU_PROF,
+  entry: process.env.BENCH_ENTRY ?? "src/main.ts",
+  serverNodeArgs: (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+  record: process.env.BENCH_NO_RECORD === undefined
+}
+
+const HOST = "127.0.0.1"
+const RUN = randomBytes(4).toString("hex")
+const APP_KEY = `a_sk_bench${randomBytes(18).toString("base64url")}`
+/** Bounds the whole run so a stuck child can never keep it alive. */
+const WATCHDOG_MS = 25 * 60_000
+
+const AIMS = {
+  qos0: 20_000,
+  qos1: 10_000,
+  p99Ms: 10,
+  kbPerConnection: 20,
+  pglite: 10_000
+}
+
+// ---------------------------------------------------------------------------------------
+// Targets
+
+interface Target {
+  /** "bare aedes", "Mosquitto", "Postgres", "PGlite" (the last two: Voltaic on that store). */
+  readonly name: string
+  readonly ceiling: boolean
+  /** The broker process, for CPU and memory. */
+  readonly pid: number | undefined
+  readonly mqttUrl: string
+  readonly coap: { readonly host: string; readonly port: number } | undefined
+  readonly httpUrl: string | undefined
+  /** The application key for subscribing; "" on a broker without auth. */
+  readonly appKey: string
+  readonly devices: ReadonlyArray<DeviceCredential>
+  /** The Postgres database the broker uses, for its CPU; undefined without Postgres. */
+  readonly database: string | undefined
+  /** Events with this name in the store; undefined for the ceilings. */
+  readonly stored: ((name: string) => Promise<number>) | undefined
+  /** The broker's child process, when this benchmark started it (with `bench/memory-probe.ts`). */
+  readonly child: Child | undefined
+  /**
+   * Another broker of the same kind for the idle-connections case: the system Mosquitto has
+   * served earlier runs, and its allocator keeps what they freed, so a fresh private one is measured.
+   */
+  readonly idleTwin?: () => Promise<{ readonly label: string; readonly url: string; readonly pid: number | undefined; readonly close: () => Promise<void> }>
+  readonly close: () => Promise<void>
+}
+
+const node = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) =>
+  start(name, process.execPath, args, { cwd: root, env })
+
+/** Node flags of a broker we start: TypeScript, and the memory probe (inert until SIGUSR2). */
+const brokerFlags = ["--expose-gc", "--import", "tsx", "--import", "./bench/memory-probe.ts"]
+
+interface MemoryUsage {
+  readonly rss: number
+  readonly heapUsed: number
+  readonly external: number
+}
+
+/** A full GC in the broker, then its memory (bytes); undefined for a broker we did not start. */
+const probeMemory = async (target: Target): Promise<MemoryUsage | undefined> => {
+  const child = target.child
+  if (child === undefined) return undefined
+  const line = child.waitForLine(/^memory-probe (\{.*\})$/, 30_000)
+  child.process.kill("SIGUSR2")
+  const [, json] = await line
+  return JSON.parse(json) as MemoryUsage
+}
+
+/** Device ids for brokers without a registry: unique to the run, shaped like Voltaic's. */
+const fakeDevices = (): Array<DeviceCredential> =>
+  Array.from({ length: settings.devices }, (_, i) => ({ id: `dev_bench${RUN}${String(i).padStart(5, "0")}`, key: "" }))
+
+const startAedes = async (): Promise<Target> => {
+  const child = node("bare aedes", [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST })
+  const close = onShutdown(() => stop(child))
+  const [, port] = await child.waitForLine(/bare aedes listening on [\d.]+:(\d+)/, 60_000)
+  return {
+    name: "bare aedes",
+    ceiling: true,
+    pid: child.process.pid,
+    mqttUrl: `mqtt://${HOST}:${port}`,
+    coap: undefined,
+    httpUrl: undefined,
+    appKey: "",
+    devices: fakeDevices(),
+    database: undefined,
+    stored: undefined,
+    child,
+    close
+  }
+}
+
+const startMosquitto = async (): Promise<Target> => {
+  const url = new URL(settings.mosquittoUrl)
+  const pid = pidsNamed("mosquitto")[0]
+  if (pid === undefined) throw new Error(`no mosquitto process on this machine (BENCH_MOSQUITTO_URL=${settings.mosquittoUrl})`)
+  return {
+    name: "Mosquitto",
+    ceiling: true,
+    pid,
+    mqttUrl: url.toString(),
+    coap: undefined,
+    httpUrl: undefined,
+    appKey: "",
+    devices: fakeDevices(),
+    database: undefined,
+    stored: undefined,
+    child: undefined,
+    idleTwin: startPrivateMosquitto,
+    close: async () => {}
+  }
+}
+
+const freePort = () =>
+  new Promise<number>((resolvePort, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, HOST, () => {
+      const { port } = server.address() as AddressInfo
+      server.close(() => resolvePort(port))
+    })
+  })
+
+/** A Mosquitto of our own (same binary, default settings, no persistence) on a free loopback port. */
+const startPrivateMosquitto = async () => {
+  const dir = mkdtempSync(join(tmpdir(), "voltaic-bench-mosquitto-"))
+  const port = await freePort()
+  const conf = join(dir, "mosquitto.conf")
+  writeFileSync(conf, `listener ${port} ${HOST}\nallow_anonymous true\npersistence false\nlog_dest stderr\nconnection_messages false\n`)
+  const child = start("private mosquitto", "mosquitto", ["-c", conf], { cwd: dir, env: process.env })
+  const close = onShutdown(async () => {
+    await stop(child)
+    rmSync(dir, { recursive: true, force: true })
+  })
+  // Its stdout is a pipe, which libc buffers: readiness is the port accepting a connection.
+  const until = Date.now() + 10_000
+  for (;;) {
+    const open = await new Promise<boolean>((resolveOpen) => {
+      const socket = connect(port, HOST, () => {
+        socket.destroy()
+        resolveOpen(true)
+      })
+      socket.once("error", () => resolveOpen(false))
+    })
+    if (open) break
+    if (Date.now() > until || child.process.exitCode !== null) throw new Error(`private mosquitto did not listen on ${port}\n${child.tail.join("\n")}`)
+    await sleep(100)
+  }
+  return { label: "Mosquitto (private)", url: `mqtt://${HOST}:${port}`, pid: child.process.pid, close }
+}
+
+const call = async (url: string, key: string, method: string, path: string, body?: unknown): Promise<unknown> => {
+  const headers: Record<string, string> = { authorization: `Bearer ${key}` }
+  if (body !== undefined) headers["content-type"] = "application/json"
+  const response = await fetch(`${url}${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${method} ${path}: ${response.status} ${text}`)
+  return JSON.parse(text)
+}
+
+const field = (value: unknown, name: string, what: string): string => {
+  if (typeof value === "object" && value !== null && name in value) {
+    const v: unknown = Reflect.get(value, name)
+    if (typeof v === "string") return v
+  }
+  throw new Error(`${what}: no ${name} in ${JSON.stringify(value).slice(0, 300)}`)
+}
+
+const seed = async (url: string): Promise<Array<DeviceCredential>> => {
+  const space = field(await call(url, APP_KEY, "POST", "/v1/spaces", { name: "bench ingest" }), "id", "POST /v1/spaces")
+  return parallel(settings.devices, 16, async (i) => {
+    const device = await call(url, APP_KEY, "POST", "/v1/devices", { name: `ingest device ${String(i).padStart(4, "0")}`, space: { id: space } })
+    return { id: field(device, "id", "POST /v1/devices"), key: field(device, "secretKey", "POST /v1/devices") }
+  })
+}
+
+const startVoltaic = async (
+  name: "Postgres" | "PGlite",
+  databaseUrl: string,
+  database: string | undefined,
+  cleanup: () => Promise<void>,
+  stored: (httpUrl: string, devices: ReadonlyArray<DeviceCredential>) => (eventName: string) => Promise<number>,
+  afterSeed: () => Promise<void> = async () => {}
+): Promise<Target> => {
+  const profile = settings.cpuProfDir === undefined
+    ? []
+    // One directory per target: tsx's loader thread writes a profile of its own beside the main thread's.
+    : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase())}`]
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: "0",
+    HOST,
+    MQTT_PORT: "0",
+    MQTT_WS_PORT: "0",
+    COAP_PORT: "0",
+    LOG_LEVEL: "info",
+    BOOTSTRAP_APP_KEY: APP_KEY,
+    DATABASE_URL: databaseUrl
+  }
+  delete env.NATS_URL
+  delete env.DATA_DIR
+  const child = node(`voltaic (${name})`, [...settings.serverNodeArgs, ...profile, ...brokerFlags, settings.entry], env)
+  const close = onShutdown(async () => {
+    await stop(child, 15_000)
+    await cleanup()
+  })
+  const listening = (what: string) => child.waitForLine(new RegExp(`${what} listening on [\\d.]+:(\\d+)`), 120_000).then((m) => Number(m[1]))
+  const [httpPort, mqttPort, , coapPort] = await Promise.all([listening("http"), listening("mqtt"), listening("mqtt-ws"), listening("coap")])
+  const httpUrl = `http://${HOST}:${httpPort}`
+  const devices = await seed(httpUrl)
+  await afterSeed()
+  return {
+    name,
+    ceiling: false,
+    pid: child.process.pid,
+    mqttUrl: `mqtt://${HOST}:${mqttPort}`,
+    coap: { host: HOST, port: coapPort },
+    httpUrl,
+    appKey: APP_KEY,
+    devices,
+    database,
+    stored: stored(httpUrl, devices),
+    child,
+    close
+  }
+}
+
+/** PGlite lives inside the server: events are counted over REST, per device. */
+const storedOverRest = (httpUrl: string, devices: ReadonlyArray<DeviceCredential>) => async (eventName: string) => {
+  const counts = await parallel(devices.length, 16, async (i) => {
+    const page = await call(httpUrl, APP_KEY, "GET", `/v1/events?device.id=${devices[i].id}&name=${eventName}&limit=1`)
+    const count = typeof page === "object" && page !== null && "count" in page ? page.count : undefined
+    if (typeof count !== "number") throw new Error(`GET /v1/events: no count in ${JSON.stringify(page).slice(0, 300)}`)
+    return count
+  })
+  return counts.reduce((a, b) => a + b, 0)
+}
+
+const startPglite = () => startVoltaic("PGlite", "memory://", undefined, async () => {}, storedOverRest)
+
+const startPostgres = async (): Promise<Target> => {
+  const admin = postgres(settings.pgAdminUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+  const database = `voltaic_ingest_${randomBytes(6).toString("hex")}`
+  try {
+    await admin.unsafe(`CREATE DATABASE ${database}`)
+  } catch (error) {
+    await admin.end({ timeout: 0 })
+    throw new Error(`cannot create a database with BENCH_PG_ADMIN_URL: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  const url = new URL(settings.pgAdminUrl)
+  url.pathname = `/${database}`
+  const db = postgres(url.toString(), { max: 1, onnotice: () => {}, connect_timeout: 5 })
+  // Registered before the server so that it runs after the server has stopped.
+  const drop = onShutdown(async () => {
+    try {
+      await db.end({ timeout: 5 })
+      await admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
+    } finally {
+      await admin.end({ timeout: 5 })
+    }
+  })
+  const stored = () => async (eventName: string) => {
+    const [row] = await db.unsafe<Array<{ n: number }>>("SELECT count(*)::int AS n FROM events WHERE name = $1", [eventName])
+    return row.n
+  }
+  // As in bench:rest: a running server's tables have been analyzed by autovacuum.
+  return startVoltaic("Postgres", url.toString(), database, drop, stored, async () => {
+    await db.unsafe("ANALYZE")
+  })
+}
+
+const targetStarters: Record<(typeof TARGETS)[number], () => Promise<Target>> = {
+  aedes: startAedes,
+  mosquitto: startMosquitto,
+  postgres: startPostgres,
+  pglite: startPglite
+}
+
+// ---------------------------------------------------------------------------------------
+// Load processes
+
+const startLoad = (name: string, spec: LoadSpec) => {
+  const child = node(name, ["--import", "tsx", "bench/ingest-load.ts"])
+  onShutdown(() => stop(child))
+  // Waiters are registered before anything could be printed.
+  const ready = child.waitForLine(new RegExp(`^${READY} (.*)$`), 180_000).then((m) => m[1])
+  child.send(JSON.stringify(spec))
+  return { child, ready }
+}
+
+const split = <A>(items: ReadonlyArray<A>, parts: number): Array<Array<A>> =>
+  Array.from({ length: parts }, (_, p) => items.filter((_, i) => i % parts === p)).filter((part) => part.length > 0)
+
+interface CpuWindow {
+  /** Cores used during the measured window. */
+  readonly server: number
+  readonly postgres: number | undefined
+  readonly load: number
+  readonly machine: number
+  /** Machine minus the above: other work on the machine (tests…) and kernel time nobody is charged for. */
+  readonly other: number
+}
+
+/** Samples CPU at the window's start and end (epoch ms) for the broker, Postgres, the load processes and the machine. */
+const sampleCpu = async (target: Target, loads: ReadonlyArray<Child>, windowStart: number, windowEnd: number): Promise<CpuWindow> => {
+  const loadCpu = () => loads.reduce((sum, l) => sum + (processCpuSeconds(l.process.pid) || 0), 0)
+  await sleepUntil(windowStart)
+  const server0 = processCpuSeconds(target.pid)
+  const pg0 = target.database === undefined ? undefined : postgresCpuSeconds(target.database)
+  const load0 = loadCpu()
+  const machine0 = machineTicks()
+  const t0 = Date.now()
+  await sleepUntil(windowEnd)
+  const seconds = (Date.now() - t0) / 1000
+  const server1 = processCpuSeconds(target.pid)
+  const pg1 = target.database === undefined ? undefined : postgresCpuSeconds(target.database)
+  const load1 = loadCpu()
+  const machine1 = machineTicks()
+  const server = (server1 - server0) / seconds
+  const pg = pg0 === undefined || pg1 === undefined ? undefined : (pg1 - pg0) / seconds
+  const load = (load1 - load0) / seconds
+  const machineBusy = machineCores(machine0, machine1)
+  return { server, postgres: pg, load, machine: machineBusy, other: Math.max(0, machineBusy - server - (pg ?? 0) - load) }
+}
+
+interface PublishRun {
+  readonly results: ReadonlyArray<PublishResult>
+  readonly subscriber: SubscribeResult | undefined
+  readonly cpu: CpuWindow
+}
+
+/** Starts the publishers (and a subscriber), lets them warm up, measures one window, collects. */
+/** Other work on the machine before a case: waits (bounded) for it to calm down, and reports what is left. */
+const background: Array<{ readonly what: string; readonly busy: number }> = []
+const quiet = async (what: string) => {
+  background.push({ what, busy: await awaitQuiet(0.3, settings.quietWaitMs) })
+}
+
+const backgroundNote = (): Array<string> => {
+  const busy = background.filter((b) => b.busy >= 0.3)
+  if (busy.length === 0) return []
+  const cores = busy.map((b) => b.busy)
+  return [
+    `Other work on the machine: before ${busy.length} of ${background.length} cases it was still ${Math.min(...cores).toFixed(2)}–${Math.max(...cores).toFixed(2)} cores busy ` +
+    `after waiting up to ${settings.quietWaitMs / 1000} s (${busy.map((b) => b.what).join("; ")}); see the "other CPU" column.`
+  ]
+}
+
+const runPublishers = async (target: Target, specFor: (devices: ReadonlyArray<DeviceCredential>, i: number) => PublishSpec, subscriber?: SubscribeSpec): Promise<PublishRun> => {
+  const parts = split(target.devices, settings.loadProcs)
+  const loads = parts.map((devices, i) => startLoad(`load ${i}`, specFor(devices, i)))
+  const sub = subscriber === undefined ? undefined : startLoad("subscriber", subscriber)
+  const all = sub === undefined ? loads : [...loads, sub]
+  try {
+    await Promise.all(all.map((l) => l.ready))
+    const t0 = Date.now() + 500
+    const windowStart = t0 + settings.warmupSeconds * 1000
+    const windowEnd = windowStart + settings.durationSeconds * 1000
+    const results = all.map((l) => l.child.waitForLine(/^\{.*\}$/, windowEnd - Date.now() + settings.drainLimitMs + 60_000))
+    for (const l of all) l.child.send(`go ${t0}`)
+    const cpu = await sampleCpu(target, all.map((l) => l.child), windowStart, windowEnd)
+    const lines = await Promise.all(results)
+    const parsed = lines.map(([line]) => JSON.parse(line) as PublishResult | SubscribeResult)
+    const publishers = parsed.filter((r): r is PublishResult => r.mode === "publish")
+    const subscribed = parsed.find((r): r is SubscribeResult => r.mode === "subscribe")
+    return { results: publishers, subscriber: subscribed, cpu }
+  } finally {
+    await Promise.all(all.map((l) => stop(l.child)))
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Cases
+
+type ThroughputCaseName = "MQTT QoS 0" | "MQTT QoS 1" | "CoAP" | "HTTP"
+
+interface ThroughputCase {
+  readonly target: string
+  readonly ceiling: boolean
+  readonly name: ThroughputCaseName
+  /** Stored (Voltaic) or acknowledged (ceilings) events per second, over the window plus the drain. */
+  readonly eventsPerSecond: number
+  readonly sent: number
+  readonly acked: number
+  readonly stored: number | undefined
+  readonly refused: number
+  readonly errors: number
+  readonly unsettled: number
+  readonly disconnects: number
+  readonly firstError: string | undefined
+  /** Seconds after the window until the last publish was acknowledged; NaN: not within the drain limit. */
+  readonly drainSeconds: number
+  readonly ack: Percentiles
+  readonly cpu: CpuWindow
+  readonly udpDrops: number | undefined
+}
+
+const sum = (values: ReadonlyArray<number>) => values.reduce((a, b) => a + b, 0)
+
+const throughput = async (target: Target, name: ThroughputCaseName): Promise<ThroughputCase> => {
+  const eventName = { "MQTT QoS 0": "bench-q0", "MQTT QoS 1": "bench-q1", CoAP: "bench-coap", HTTP: "bench-http" }[name]
+  const transport: Transport = name === "CoAP"
+    ? { kind: "coap", host: target.coap!.host, port: target.coap!.port }
+    : name === "HTTP"
+    ? { kind: "http", url: target.httpUrl! }
+    : { kind: "mqtt", url: target.mqttUrl, qos: name === "MQTT QoS 0" ? 0 : 1 }
+  await quiet(`${target.ceiling ? target.name : `Voltaic/${target.name}`} ${name}`)
+  process.stdout.write(`  ${target.name.padEnd(10)} ${name.padEnd(11)} `)
+  const udpBefore = udpCounters()
+  const run = await runPublishers(target, (devices, i) => ({
+    mode: "publish",
+    transport,
+    devices,
+    clientPrefix: `vb${RUN}-${eventName}-${i}`,
+    name: eventName,
+    warmupName: "bench-warmup",
+    window: name === "HTTP" ? Math.max(1, Math.round(settings.httpConnections / settings.loadProcs)) : name === "CoAP" ? settings.coapWindow : settings.qos1Window,
+    fenceEvery: settings.fenceEvery,
+    fencesInFlight: settings.fencesInFlight,
+    warmupMs: settings.warmupSeconds * 1000,
+    durationMs: settings.durationSeconds * 1000,
+    drainLimitMs: settings.drainLimitMs
+  }))
+  const udpAfter = udpCounters()
+  const rs = run.results
+  const windowStart = Math.min(...rs.map((r) => r.windowStart))
+  const windowEnd = Math.max(...rs.map((r) => r.windowEnd))
+  const drained = rs.every((r) => r.settledAt !== null && Number.isFinite(r.settledAt))
+  const settledAt = drained ? Math.max(...rs.map((r) => r.settledAt)) : windowEnd + settings.drainLimitMs
+  const acked = sum(rs.map((r) => r.acked))
+  const stored = target.stored === undefined ? undefined : await target.stored(eventName)
+  const counted = stored ?? acked
+  const c: ThroughputCase = {
+    target: target.name,
+    ceiling: target.ceiling,
+    name,
+    eventsPerSecond: counted / ((settledAt - windowStart) / 1000),
+    sent: sum(rs.map((r) => r.sent)),
+    acked,
+    stored,
+    refused: sum(rs.map((r) => r.refused)),
+    errors: sum(rs.map((r) => r.errors)),
+    unsettled: sum(rs.map((r) => r.unsettled)),
+    disconnects: sum(rs.map((r) => r.disconnects)),
+    firstError: rs.map((r) => r.firstError).find((e) => e !== undefined && e !== null),
+    drainSeconds: drained ? (settledAt - windowEnd) / 1000 : Number.NaN,
+    ack: summarize(histogramMerge(rs.map((r) => r.ackMs))),
+    cpu: run.cpu,
+    udpDrops: name === "CoAP" ? (udpAfter.RcvbufErrors ?? 0) - (udpBefore.RcvbufErrors ?? 0) : undefined
+  }
+  console.log(
+    `${Math.round(c.eventsPerSecond).toLocaleString("en-US")} events/s ${target.ceiling ? "acknowledged" : "stored"}` +
+      ` (sent ${c.sent.toLocaleString("en-US")}, acked ${c.acked.toLocaleString("en-US")}` +
+      `${stored === undefined ? "" : `, stored ${stored.toLocaleString("en-US")}`}` +
+      `${c.refused > 0 ? `, refused ${c.refused}` : ""}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`
+  )
+  return c
+}
+
+interface LatencyCase {
+  readonly target: string
+  readonly ceiling: boolean
+  readonly sentPerSecond: number
+  readonly sent: number
+  readonly acked: number
+  readonly skipped: number
+  readonly received: number
+  readonly latency: Percentiles
+  readonly ack: Percentiles
+  readonly cpu: CpuWindow
+}
+
+const latency = async (target: Target): Promise<LatencyCase> => {
+  await quiet(`${target.ceiling ? target.name : `Voltaic/${target.name}`} latency`)
+  process.stdout.write(`  ${target.name.padEnd(10)} ${`${settings.rate.toLocaleString("en-US")}/s`.padEnd(11)} `)
+  const eventName = "bench-latency"
+  const procs = Math.min(settings.loadProcs, target.devices.length)
+  const timing = { warmupMs: settings.warmupSeconds * 1000, durationMs: settings.durationSeconds * 1000, drainLimitMs: settings.drainLimitMs }
+  const run = await runPublishers(
+    target,
+    (devices, i) => ({
+      mode: "publish",
+      transport: { kind: "mqtt", url: target.mqttUrl, qos: settings.latencyQos },
+      devices,
+      clientPrefix: `vb${RUN}-lat-${i}`,
+      name: eventName,
+      warmupName: "bench-warmup",
+      rate: settings.rate / procs,
+      window: 10,
+      fenceEvery: settings.fenceEvery,
+      fencesInFlight: settings.fencesInFlight,
+      ...timing
+    }),
+    {
+      mode: "subscribe",
+      url: target.mqttUrl,
+      key: target.appKey,
+      clientPrefix: `vb${RUN}-lat`,
+      deviceIds: target.devices.map((d) => d.id),
+      name: eventName,
+      ...timing
+    }
+  )
+  const rs = run.results
+  const c: LatencyCase = {
+    target: target.name,
+    ceiling: target.ceiling,
+    sent: sum(rs.map((r) => r.sent)),
+    sentPerSecond: sum(rs.map((r) => r.sent)) / settings.durationSeconds,
+    acked: sum(rs.map((r) => r.acked)),
+    skipped: sum(rs.map((r) => r.skipped)),
+    received: run.subscriber?.received ?? 0,
+    latency: summarize(run.subscriber?.latencyMs ?? {}),
+    ack: summarize(histogramMerge(rs.map((r) => r.ackMs))),
+    cpu: run.cpu
+  }
+  console.log(`p50 ${ms(c.latency.p50)} ms, p99 ${ms(c.latency.p99)} ms (sent ${c.sent.toLocaleString("en-US")}, delivered ${c.received.toLocaleString("en-US")})`)
+  return c
+}
+
+interface IdleCase {
+  readonly target: string
+  readonly ceiling: boolean
+  readonly opened: number
+  readonly failed: number
+  readonly firstError: string | undefined
+  readonly connectSeconds: number
+  readonly rssBeforeKiB: number
+  readonly rssAfterKiB: number
+  /** RSS growth per connection, in kB (1,000 bytes). */
+  readonly kbPerConnection: number
+  /** V8 heap + external memory growth per connection after a full GC, in kB; undefined where not measurable. */
+  readonly liveKbPerConnection: number | undefined
+}
+
+const idle = async (target: Target): Promise<IdleCase> => {
+  const twin = target.idleTwin === undefined ? undefined : await target.idleTwin()
+  try {
+    return await idleOn(twin === undefined ? target : { ...target, name: twin.label, mqttUrl: twin.url, pid: twin.pid })
+  } finally {
+    await twin?.close()
+  }
+}
+
+const idleOn = async (target: Target): Promise<IdleCase> => {
+  process.stdout.write(`  ${target.name.padEnd(10)} ${`${settings.idleConnections.toLocaleString("en-US")} conns`.padEnd(11)} `)
+  await sleep(1_000)
+  await quiet(`${target.ceiling ? target.name : `Voltaic/${target.name}`} idle connections`)
+  const memoryBefore = await probeMemory(target)
+  const rssBeforeKiB = memoryBefore === undefined ? rssKiB(target.pid) : memoryBefore.rss / 1024
+  const procs = Math.min(settings.idleProcs, settings.idleConnections)
+  const started = Date.now()
+  const loads = Array.from({ length: procs }, (_, i) => {
+    const spec: IdleSpec = {
+      mode: "idle",
+      url: target.mqttUrl,
+      devices: target.devices,
+      connections: Math.floor(settings.idleConnections / procs) + (i < settings.idleConnections % procs ? 1 : 0),
+      clientPrefix: `vb${RUN}-idle-${i}`,
+      connectWidth: 50
+    }
+    return startLoad(`idle ${i}`, spec)
+  })
+  try {
+    const readies = (await Promise.all(loads.map((l) => l.ready))).map((line) => JSON.parse(line) as IdleReady)
+    const connectSeconds = (Date.now() - started) / 1000
+    // Let the broker settle (sessions, buffers, a GC) before reading its memory.
+    await sleep(3_000)
+    const memoryAfter = await probeMemory(target)
+    const rssAfterKiB = memoryAfter === undefined ? rssKiB(target.pid) : memoryAfter.rss / 1024
+    const opened = sum(readies.map((r) => r.opened))
+    const live = (m: MemoryUsage) => m.heapUsed + m.external
+    const c: IdleCase = {
+      target: target.name,
+      ceiling: target.ceiling,
+      opened,
+      failed: sum(readies.map((r) => r.failed)),
+      firstError: readies.map((r) => r.firstError).find((e) => e !== undefined && e !== null),
+      connectSeconds,
+      rssBeforeKiB,
+      rssAfterKiB,
+      kbPerConnection: (rssAfterKiB - rssBeforeKiB) * 1.024 / opened,
+      liveKbPerConnection: memoryBefore === undefined || memoryAfter === undefined ? undefined : (live(memoryAfter) - live(memoryBefore)) / 1000 / opened
+    }
+    console.log(
+      `${opened.toLocaleString("en-US")} open in ${connectSeconds.toFixed(1)} s, RSS ${(rssBeforeKiB / 1024).toFixed(0)} → ${(rssAfterKiB / 1024).toFixed(0)} MiB, ` +
+        `${c.kbPerConnection.toFixed(1)} KB/connection` +
+        `${c.liveKbPerConnection === undefined ? "" : ` (heap + external after GC: ${c.liveKbPerConnection.toFixed(1)} KB)`}${c.failed > 0 ? ` (${c.failed} failed: ${c.firstError})` : ""}`
+    )
+    return c
+  } finally {
+    for (const l of loads) l.child.send("close")
+    await Promise.all(loads.map((l) => stop(l.child)))
+    // The broker sees 10,000 connections close; give it a moment before the next case.
+    await sleep(2_000)
+  }
+}
+
+/** Why the broker process exited, from its last lines; undefined while it runs (or is not ours). */
+const crashed = (target: Target): string | undefined => {
+  const child = target.child
+  if (child === undefined || (child.process.exitCode === null && child.process.signalCode === null)) return undefined
+  const tail = child.tail
+  const errorAt = tail.findIndex((l) => /^\w*(Error|Exception)\b/.test(l) || /FATAL|fatal error/i.test(l))
+  const frames = errorAt < 0 ? [] : tail.slice(errorAt + 1).filter((l) => /^\s+at /.test(l)).slice(0, 3).map((l) => l.trim().replace(/\(\/.*node_modules\//, "("))
+  const exit = `exit ${child.process.exitCode ?? child.process.signalCode}`
+  return errorAt < 0 ? `${exit}; last line: ${tail[tail.length - 1] ?? "(none)"}` : `${tail[errorAt]} ${frames.join(" ")} (${exit})`
+}
+
+// ---------------------------------------------------------------------------------------
+// Reporting
+
+const ms = (n: number) => (Number.isFinite(n) ? (n < 10 ? n.toFixed(2) : n < 100 ? n.toFixed(1) : n.toFixed(0)) : "–")
+const int = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? "–" : Math.round(n).toLocaleString("en-US"))
+const cores = (n: number | undefined) => (n === undefined ? "–" : Number.isFinite(n) ? n.toFixed(2) : "?")
+const ratio = (ours: number, theirs: number | undefined) =>
+  theirs === undefined || !Number.isFinite(theirs) || theirs === 0 || !Number.isFinite(ours) ? "–" : `${(ours / theirs).toFixed(2)}×`
+
+interface Table {
+  readonly columns: ReadonlyArray<string>
+  /** Columns from this index on are right-aligned. */
+  readonly numericFrom: number
+  readonly rows: ReadonlyArray<ReadonlyArray<string>>
+}
+
+const textTable = (t: Table): string => {
+  const widths = t.columns.map((h, i) => Math.max(h.length, ...t.rows.map((r) => r[i].length)))
+  const format = (r: ReadonlyArray<string>) => r.map((cell, i) => (i >= t.numericFrom ? cell.padStart(widths[i]) : cell.padEnd(widths[i]))).join("  ")
+  return [format(t.columns), widths.map((w) => "-".repeat(w)).join("  "), ...t.rows.map(format)].join("\n")
+}
+
+const markdownTable = (t: Table): string =>
+  [
+    `| ${t.columns.join(" | ")} |`,
+    `| ${t.columns.map((_, i) => (i >= t.numericFrom ? "---:" : "---")).join(" | ")} |`,
+    ...t.rows.map((r) => `| ${r.join(" | ")} |`)
+  ].join("\n")
+
+const cpuCells = (cpu: CpuWindow) => [cores(cpu.server), cores(cpu.postgres), cores(cpu.load), cores(cpu.other), `${cores(cpu.machine)}/${cpus().length}`]
+
+const throughputTable = (cases: ReadonlyArray<ThroughputCase>): Table => {
+  const ceilingOf = (target: string, name: ThroughputCaseName) => cases.find((c) => c.target === target && c.name === name)?.eventsPerSecond
+  return {
+    columns: ["target", "case", "events/s", "counted", "sent", "acked", "stored", "refused", "errors", "drain s", "ack p50 ms", "ack p99 ms", "vs aedes", "vs Mosquitto", "server µs/event", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU"],
+    numericFrom: 2,
+    rows: cases.map((c) => [
+      c.ceiling ? c.target : `Voltaic/${c.target}`,
+      c.name,
+      int(c.eventsPerSecond),
+      c.ceiling ? "acknowledged" : "stored",
+      int(c.sent),
+      int(c.acked),
+      int(c.stored),
+      c.refused > 0 ? `${int(c.refused)} ⚠` : "0",
+      c.errors + c.unsettled > 0 ? `${int(c.errors)}${c.unsettled > 0 ? ` (+${int(c.unsettled)} unsettled)` : ""} ⚠` : "0",
+      Number.isFinite(c.drainSeconds) ? c.drainSeconds.toFixed(2) : "> limit ⚠",
+      ms(c.ack.p50),
+      ms(c.ack.p99),
+      c.ceiling || c.name === "CoAP" || c.name === "HTTP" ? "–" : ratio(c.eventsPerSecond, ceilingOf("bare aedes", c.name)),
+      c.ceiling || c.name === "CoAP" || c.name === "HTTP" ? "–" : ratio(c.eventsPerSecond, ceilingOf("Mosquitto", c.name)),
+      int(c.cpu.server / c.eventsPerSecond * 1e6),
+      ...cpuCells(c.cpu)
+    ])
+  }
+}
+
+const latencyTable = (cases: ReadonlyArray<LatencyCase>): Table => {
+  const p99Of = (target: string) => cases.find((c) => c.target === target)?.latency.p99
+  return {
+    columns: ["target", "sent/s", "sent", "delivered", "lost", "skipped", "p50 ms", "p90 ms", "p99 ms", "max ms", "PUBACK p99 ms", "p99 vs aedes", "p99 vs Mosquitto", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU"],
+    numericFrom: 1,
+    rows: cases.map((c) => [
+      c.ceiling ? c.target : `Voltaic/${c.target}`,
+      int(c.sentPerSecond),
+      int(c.sent),
+      int(c.received),
+      c.sent - c.received > 0 ? `${int(c.sent - c.received)} ⚠` : "0",
+      c.skipped > 0 ? `${int(c.skipped)} ⚠` : "0",
+      ms(c.latency.p50),
+      ms(c.latency.p90),
+      ms(c.latency.p99),
+      ms(c.latency.max),
+      settings.latencyQos === 1 ? ms(c.ack.p99) : "–",
+      c.ceiling ? "–" : ratio(c.latency.p99, p99Of("bare aedes")),
+      c.ceiling ? "–" : ratio(c.latency.p99, p99Of("Mosquitto")),
+      ...cpuCells(c.cpu)
+    ])
+  }
+}
+
+const idleTable = (cases: ReadonlyArray<IdleCase>): Table => {
+  const kbOf = (target: string) => cases.find((c) => c.target.startsWith(target))?.kbPerConnection
+  return {
+    columns: ["target", "connections", "failed", "connect s", "RSS before MiB", "RSS after MiB", "KB/connection", "heap+ext KB/conn", "vs aedes", "vs Mosquitto"],
+    numericFrom: 1,
+    rows: cases.map((c) => [
+      c.ceiling ? c.target : `Voltaic/${c.target}`,
+      int(c.opened),
+      c.failed > 0 ? `${int(c.failed)} ⚠` : "0",
+      c.connectSeconds.toFixed(1),
+      (c.rssBeforeKiB / 1024).toFixed(0),
+      (c.rssAfterKiB / 1024).toFixed(0),
+      c.kbPerConnection.toFixed(1),
+      c.liveKbPerConnection === undefined ? "–" : c.liveKbPerConnection.toFixed(1),
+      c.ceiling ? "–" : ratio(c.kbPerConnection, kbOf("bare aedes")),
+      c.ceiling ? "–" : ratio(c.kbPerConnection, kbOf("Mosquitto"))
+    ])
+  }
+}
+
+const failureTable = (r: Results): Table => ({
+  columns: ["target", "case", "what happened"],
+  numericFrom: 3,
+  rows: r.failures.map((f) => [f.target, f.case, f.reason.replaceAll("|", "\\|")])
+})
+
+interface Results {
+  readonly throughput: Array<ThroughputCase>
+  readonly latency: Array<LatencyCase>
+  readonly idle: Array<IdleCase>
+  readonly skipped: Array<string>
+  /** Cases during which the broker exited or the case itself failed. */
+  readonly failures: Array<{ readonly target: string; readonly case: string; readonly reason: string }>
+}
+
+const verdicts = (r: Results): Array<string> => {
+  const tp = (target: string, name: ThroughputCaseName) => r.throughput.find((c) => c.target === target && c.name === name)
+  const out: Array<string> = []
+  const verdict = (aim: string, value: number | undefined, met: (v: number) => boolean, shown: (v: number) => string) =>
+    out.push(value === undefined || !Number.isFinite(value) ? `${aim}: not measured` : `${aim}: **${met(value) ? "met" : "not met"}** (${shown(value)})`)
+  const perSecond = (v: number) => `${int(v)} events/s`
+  verdict(`Postgres, MQTT QoS 0 ≥ ${int(AIMS.qos0)} stored events/s`, tp("Postgres", "MQTT QoS 0")?.eventsPerSecond, (v) => v >= AIMS.qos0, perSecond)
+  verdict(`Postgres, MQTT QoS 1 ≥ ${int(AIMS.qos1)} stored events/s`, tp("Postgres", "MQTT QoS 1")?.eventsPerSecond, (v) => v >= AIMS.qos1, perSecond)
+  const lat = r.latency.find((c) => c.target === "Postgres")
+  verdict(
+    `Postgres, publish → subscriber p99 ≤ ${AIMS.p99Ms} ms at ${int(settings.rate)} events/s`,
+    lat === undefined || lat.received < lat.sent * 0.99 ? (lat === undefined ? undefined : Number.POSITIVE_INFINITY) : lat.latency.p99,
+    (v) => v <= AIMS.p99Ms,
+    (v) => (Number.isFinite(v) ? `p99 ${ms(v)} ms` : "deliveries lost")
+  )
+  verdict(`Postgres, ≤ ${AIMS.kbPerConnection} KB per idle MQTT connection`, r.idle.find((c) => c.target === "Postgres")?.kbPerConnection, (v) => v <= AIMS.kbPerConnection, (v) => `${v.toFixed(1)} KB`)
+  verdict(`PGlite, MQTT QoS 0 ≥ ${int(AIMS.pglite)} stored events/s`, tp("PGlite", "MQTT QoS 0")?.eventsPerSecond, (v) => v >= AIMS.pglite, perSecond)
+  return out
+}
+
+const notes = (r: Results): Array<string> => {
+  const out: Array<string> = []
+  for (const c of r.throughput) {
+    const what = `${c.ceiling ? c.target : `Voltaic/${c.target}`} ${c.name}`
+    if (c.stored !== undefined && c.stored < c.acked) out.push(`${what}: ${int(c.acked - c.stored)} acknowledged events are not in the store ⚠`)
+    if (c.errors > 0 || c.unsettled > 0) out.push(`${what}: ${int(c.errors)} errors, ${int(c.unsettled)} unsettled; first error: ${c.firstError ?? "–"}`)
+    if (c.disconnects > 0) out.push(`${what}: ${int(c.disconnects)} MQTT connections closed during the case`)
+    if (c.udpDrops !== undefined && c.udpDrops > 0) out.push(`${what}: ${int(c.udpDrops)} UDP datagrams dropped for a full receive buffer on this machine during the case (/proc/net/snmp RcvbufErrors)`)
+  }
+  for (const c of r.idle) if (c.failed > 0) out.push(`${c.target} idle: ${int(c.failed)} connections failed: ${c.firstError ?? "–"}`)
+  return [...out, ...backgroundNote(), ...r.skipped]
+}
+
+const printReport = (r: Results) => {
+  if (r.idle.length > 0) console.log(`\nMemory with ${int(settings.idleConnections)} idle MQTT connections\n${textTable(idleTable(r.idle))}`)
+  if (r.latency.length > 0) console.log(`\nPublish → subscriber latency at ${int(settings.rate)} events/s (MQTT QoS ${settings.latencyQos})\n${textTable(latencyTable(r.latency))}`)
+  if (r.throughput.length > 0) console.log(`\nThroughput (closed loop, ${settings.devices} devices)\n${textTable(throughputTable(r.throughput))}`)
+  if (r.failures.length > 0) console.log(`\nFailures\n${textTable(failureTable(r))}`)
+  console.log(`\n${verdicts(r).map((v) => `- ${v.replaceAll("**", "")}`).join("\n")}`)
+  const n = notes(r)
+  if (n.length > 0) console.log(`\n${n.map((x) => `- ${x}`).join("\n")}`)
+}
+
+const record = (date: string, r: Results) => {
+  const loadShares = [...r.throughput.map((c) => c.cpu.load), ...r.latency.map((c) => c.cpu.load)].filter(Number.isFinite)
+  const n = notes(r)
+  const section = `
+## Ingest: ${date}
+
+\`npm run bench:ingest\` (bench/ingest.ts): ${settings.devices} simulated devices publishing events to Voltaic, with a bare
+aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker of this machine as MQTT ceilings.
+
+- Machine: ${machine()}.${settings.targets.includes("postgres") ? " Postgres runs on the same machine, sharing its cores." : ""}
+  The load generators (${settings.loadProcs} publishing processes, mqtt.js / coap / node:http) share the ${cpus().length} cores with the
+  server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
+  what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
+- Voltaic runs from \`${settings.entry}\`${settings.serverNodeArgs.length > 0 ? ` with \`node ${settings.serverNodeArgs.join(" ")}\`` : ""} (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory). Devices are
+  created over REST; every case starts after ${settings.warmupSeconds} s of warm-up and measures ${settings.durationSeconds} s.
+- Memory: VmRSS of the broker process (Mosquitto: a private instance of the same binary, default settings, as the
+  system daemon's allocator keeps what earlier runs freed; after a full GC on the Node brokers: \`--expose-gc\` and bench/memory-probe.ts,
+  inert until SIGUSR2) before and ${3} s after ${int(settings.idleConnections)} MQTT connections (${settings.idleProcs} processes;
+  on Voltaic ${settings.devices} device keys × ${Math.ceil(settings.idleConnections / settings.devices)}) have connected and gone idle; measured first, right after seeding. KB = 1,000 bytes;
+  "heap+ext" is the growth of V8's heap and external memory after a full GC, per connection (the Node brokers only).
+- Latency: every device publishes at QoS ${settings.latencyQos} at a fixed ${int(settings.rate)} events/s in all, with the send time in \`data\`;
+  one application connection subscribed to each of the ${settings.devices} devices' \`devices/{id}/events/+\` (QoS 0) times each delivery.
+  Voltaic delivers the stored event only after its commit; the ceilings forward the raw publish.
+- Throughput, closed loop: MQTT QoS 1 keeps ${settings.qos1Window} publishes in flight per connection; MQTT QoS 0 sends, per connection,
+  ${settings.fenceEvery} QoS 0 publishes then one QoS 1 "fence" whose PUBACK vouches for them, with at most ${settings.fencesInFlight} fences unacknowledged
+  (without it the TCP buffers of ${settings.devices} connections hold minutes of backlog; fences are counted as events of the case);
+  CoAP keeps ${settings.coapWindow} confirmable POST /events in flight per device (one UDP socket per load process); HTTP keeps
+  ${settings.httpConnections} POST /v1/events in flight on keep-alive connections, each as the next device. Refusals (5.03 / 503) pause
+  that sender 100 ms. **events/s** for Voltaic = events of the case found in the store afterwards (Postgres: \`count(*)\`;
+  PGlite: \`count\` of GET /v1/events per device) ÷ (the window + the time until the last publish was acknowledged, "drain");
+  for the ceilings, acknowledged (QoS 1 PUBACK, or covered by a fence) ÷ the same. "vs" columns: Voltaic over the ceiling.
+  "server µs/event" = the broker process's CPU time per counted event (server CPU ÷ events/s; for Mosquitto the system
+  daemon's): the figure least disturbed by other work on the machine, and 1,000,000 ÷ it is what one dedicated core
+  would sustain if nothing else were the limit.
+- CPU columns are cores used during the measured window: server = the broker process, Postgres = the shared
+  \`postgres\` processes and the backends of the benchmark's database, loadgen = the load processes, other = machine − those (other work on the machine, unattributed kernel
+  time), machine = every process. Before each case the benchmark waits up to ${settings.quietWaitMs / 1000} s for the machine to be nearly idle.
+
+### Memory with ${int(settings.idleConnections)} idle MQTT connections
+
+${r.idle.length > 0 ? markdownTable(idleTable(r.idle)) : "Not measured."}
+
+### Publish → subscriber latency at ${int(settings.rate)} events/s
+
+${r.latency.length > 0 ? markdownTable(latencyTable(r.latency)) : "Not measured."}
+
+### Throughput
+
+${r.throughput.length > 0 ? markdownTable(throughputTable(r.throughput)) : "Not measured."}
+
+${r.failures.length > 0 ? `### Failures (the broker exited or the case failed; the next cases ran on a fresh server)\n\n${markdownTable(failureTable(r))}\n\n` : ""}${verdicts(r).map((v) => `- Aim ${v}.`).join("\n")}
+${n.length > 0 ? `\n${n.map((x) => `- ${x}`).join("\n")}\n` : ""}`
+  appendFileSync(resultsFile, section)
+}
+
+// ---------------------------------------------------------------------------------------
+
+const main = async () => {
+  const date = utcDate()
+  console.log(`${LABEL} — ${machine()}; Voltaic: ${settings.entry}, ${gitState(root, ["src", "migrations"])}`)
+  console.log(
+    `${settings.devices} devices, ${settings.warmupSeconds} s warm-up + ${settings.durationSeconds} s per case; ` +
+      `targets ${settings.targets.join(", ")}; cases ${settings.cases.join(", ")}\n`
+  )
+  const results: Results = { throughput: [], latency: [], idle: [], skipped: [], failures: [] }
+  const has = (c: (typeof CASES)[number]) => settings.cases.includes(c)
+  for (const name of settings.targets) {
+    process.stdout.write(`${name}: starting${name === "postgres" || name === "pglite" ? ` and seeding ${settings.devices} devices` : ""}… `)
+    const started = Date.now()
+    let target: Target
+    try {
+      target = await targetStarters[name as (typeof TARGETS)[number]]()
+    } catch (error) {
+      if (name !== "mosquitto") throw error
+      const why = error instanceof Error ? error.message : String(error)
+      console.log(`skipped: ${why}`)
+      results.skipped.push(`Mosquitto not measured: ${why}`)
+      continue
+    }
+    console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+    const cases: Array<{ readonly label: string; readonly run: (t: Target) => Promise<void> }> = []
+    if (has("idle")) cases.push({ label: "idle connections", run: async (t) => void results.idle.push(await idle(t)) })
+    if (has("latency")) cases.push({ label: "latency", run: async (t) => void results.latency.push(await latency(t)) })
+    const throughputCases: Array<[(typeof CASES)[number], ThroughputCaseName]> = [["qos0", "MQTT QoS 0"], ["qos1", "MQTT QoS 1"], ["coap", "CoAP"], ["http", "HTTP"]]
+    for (const [id, caseName] of throughputCases) {
+      if (!has(id) || (target.ceiling && (id === "coap" || id === "http"))) continue
+      cases.push({ label: caseName, run: async (t) => void results.throughput.push(await throughput(t, caseName)) })
+    }
+    try {
+      for (const [i, c] of cases.entries()) {
+        let failure: string | undefined
+        try {
+          await c.run(target)
+        } catch (error) {
+          failure = error instanceof Error ? error.message.split("\n")[0] : String(error)
+        }
+        const crash = crashed(target)
+        if (crash === undefined && failure === undefined) continue
+        const reason = crash ?? failure ?? ""
+        results.failures.push({ target: target.ceiling ? target.name : `Voltaic/${target.name}`, case: c.label, reason })
+        console.log(`  ⚠ ${target.name} ${c.label}: ${crash === undefined ? "failed" : "the server exited"}: ${reason}`)
+        if (crash !== undefined && target.child !== undefined) console.error(`    its last lines:\n${target.child.tail.map((l) => `    | ${l}`).join("\n")}`)
+        if (i === cases.length - 1) break
+        // The remaining cases get a fresh server (and store).
+        await target.close()
+        process.stdout.write(`${name}: restarting… `)
+        target = await targetStarters[name as (typeof TARGETS)[number]]()
+        console.log("ready")
+      }
+    } finally {
+      await target.close()
+    }
+  }
+  printReport(results)
+  if (settings.record) {
+    record(date, results)
+    console.log(`\nappended to ${resultsFile}`)
+  }
+  const broken = results.throughput.some((c) => c.stored !== undefined && c.stored < c.acked)
+  return broken || results.failures.length > 0 ? 1 : 0
+}
+
+runMain(LABEL, WATCHDOG_MS, main)
