@@ -203,9 +203,11 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             authenticate,
             authorizePublish,
             authorizeSubscribe,
-            // With a frozen subscriber, deliveries to everyone stall once `concurrency` are in
-            // flight, until `drainTimeout` drops it: a wide window and a short timeout.
-            concurrency: 1_000,
+            // 0 = no in-flight window in mqemitter. With a window, a commit releasing thousands of
+            // re-routed publishes behind a full window drained recursively and overflowed the
+            // stack (bench:ingest, 5 of 9 runs; mcollina/mqemitter#204). A frozen subscriber is
+            // still dropped by `drainTimeout`.
+            concurrency: 0,
             drainTimeout: 15_000
           })
         ),
