@@ -11,6 +11,7 @@ import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
 import { AlertNotificationsLive } from "./supervisor/AlertNotifications.ts"
 import { Supervisor } from "./supervisor/Supervisor.ts"
+import { DeviceReads } from "./store/DeviceReads.ts"
 import { Notifier } from "./notify/Notifier.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { bootstrap, type Bootstrapped } from "./store/bootstrap.ts"
@@ -78,6 +79,7 @@ export const CoreLive = Layer.mergeAll(
   SetupLive,
   Ingest.layer,
   SignInGuard.layer,
+  DeviceReads.layer,
   // After the migrations: it rehydrates device actors from their table at start.
   AlertNotificationsLive.pipe(Layer.provide(Notifier.layer), Layer.provideMerge(Supervisor.layer.pipe(Layer.provide(SetupLive))))
 ).pipe(

@@ -107,16 +107,17 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         if (secret === undefined || secret.trim() === "") return Effect.fail(missing)
         const kind = secretKind(secret)
         if (kind === undefined) return Effect.fail(unknown)
-        const hash = hashSecret(secret)
+        // Keyed by the secret itself: a hit costs no sha256 (the secret is in this process's
+        // memory while its request is served anyway, and the entry lives seconds).
         const now = Date.now()
-        const hit = cache.get(hash)
+        const hit = cache.get(secret)
         if (hit !== undefined && hit.until > now) return Effect.succeed(hit.principal)
-        return lookup(kind, hash).pipe(
+        return lookup(kind, hashSecret(secret)).pipe(
           Effect.flatMap((found) => {
             if (found === undefined) return Effect.fail(unknown)
             const { expiresAt, ...principal } = found
             if (cache.size >= CACHE_MAX) cache.clear()
-            cache.set(hash, { principal, until: Math.min(now + CACHE_TTL_MS, expiresAt ?? Infinity) })
+            cache.set(secret, { principal, until: Math.min(now + CACHE_TTL_MS, expiresAt ?? Infinity) })
             return Effect.succeed(principal)
           })
         )

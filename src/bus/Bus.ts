@@ -11,8 +11,13 @@ export interface Delivery {
   readonly payload: string
 }
 
-/** Cluster-wide notices: a credential stopped working, so caches and sessions must drop it. */
-export type ControlMessage = { readonly type: "credentials.changed" }
+/**
+ * Cluster-wide notices: a credential stopped working, so caches and sessions must drop it; or
+ * something an organisation's devices embed changed, so cached device reads must go.
+ */
+export type ControlMessage =
+  | { readonly type: "credentials.changed" }
+  | { readonly type: "devices.changed"; readonly organisationId: string }
 
 export class BusUnreachable extends Schema.TaggedError<BusUnreachable>()("BusUnreachable", {
   setting: Schema.String,
@@ -23,6 +28,8 @@ export interface BusService {
   readonly kind: "memory" | "nats"
   /** Hands a delivery to every process; returns once it is on its way (at-most-once). */
   deliver(delivery: Delivery): Effect.Effect<void>
+  /** `deliver` without an effect, for callers on a callback path (the ingest fast path). */
+  send(delivery: Delivery): void
   /** Receives every delivery of every process, this one included, until the scope closes. */
   onDelivery(handler: (delivery: Delivery) => void): Effect.Effect<void, never, Scope.Scope>
   control(message: ControlMessage): Effect.Effect<void>
@@ -49,6 +56,7 @@ export class Bus extends Context.Service<Bus, BusService>()("voltaic/bus/Bus") {
     return Bus.of({
       kind: "memory",
       deliver: (delivery) => Effect.sync(() => deliveries.emit(delivery)),
+      send: deliveries.emit,
       onDelivery: deliveries.add,
       control: (message) => Effect.sync(() => controls.emit(message)),
       onControl: controls.add

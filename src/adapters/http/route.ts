@@ -9,10 +9,11 @@ import type { Sql, SqlError } from "../../store/Sql.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
 import type { SignInGuard } from "../../auth/SignInGuard.ts"
 import type { Supervisor } from "../../supervisor/Supervisor.ts"
+import type { DeviceReads } from "../../store/DeviceReads.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
-export type HttpServices = Sql | Auth | Ingest | SignInGuard | Supervisor
+export type HttpServices = Sql | Auth | Ingest | SignInGuard | Supervisor | DeviceReads
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {
@@ -21,6 +22,11 @@ export class Reply {
     readonly status: ContentfulStatusCode = 200,
     readonly headers: Record<string, string> = {}
   ) {}
+}
+
+/** A 200 whose JSON body is already text (a cached read): sent as is, not stringified again. */
+export class JsonText {
+  constructor(readonly text: string) {}
 }
 
 type AnyObject = z.ZodType<Record<string, unknown>, Record<string, unknown>>
@@ -139,6 +145,7 @@ export class Api {
       const exit = await run(program(c))
       if (Exit.isSuccess(exit)) {
         const value = exit.value
+        if (value instanceof JsonText) return c.body(value.text, 200, { "content-type": "application/json" })
         if (value instanceof Response) return value
         return value instanceof Reply ? c.json(value.body, value.status, value.headers) : c.json(value, 200)
       }

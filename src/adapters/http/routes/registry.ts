@@ -13,7 +13,9 @@ import { productQuery, productsTable } from "../../../store/products.ts"
 import { spaceQuery, spacesTable } from "../../../store/spaces.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { idParams } from "../params.ts"
-import type { Api } from "../route.ts"
+import { type Api, JsonText } from "../route.ts"
+import { DeviceReads } from "../../../store/DeviceReads.ts"
+import { devicesChanged } from "./resources.ts"
 import {
   createDeviceBody,
   createGatewayBody,
@@ -35,6 +37,8 @@ import {
 import { registerResource } from "./resources.ts"
 
 const forgetCredentials = Auth.use((auth) => auth.forget())
+const readDevice = (organisationId: string, id: string) =>
+  DeviceReads.use((reads) => reads.json(organisationId, id)).pipe(Effect.map((text) => new JsonText(text)))
 const forgetDevice = Effect.andThen(forgetCredentials, Ingest.use((ingest) => Effect.sync(() => ingest.forgetDevices())))
 
 /** Spaces, devices, products, places and gateways. */
@@ -46,7 +50,7 @@ export const registryRoutes = (api: Api): void => {
     summary: "The device of the calling device key",
     access: "device",
     response: deviceSchema,
-    handler: ({ principal }) => Sql.use((sql) => getOne(sql, deviceQuery, principal.organisationId, principal.id))
+    handler: ({ principal }) => readDevice(principal.organisationId, principal.id)
   })
 
   api.route({
@@ -68,6 +72,7 @@ export const registryRoutes = (api: Api): void => {
         )
         if (rows.length === 0) return yield* new NotFound({ resource: "device", id: params.id })
         yield* forgetCredentials
+        yield* devicesChanged(principal.organisationId)
         return { id: params.id, secretKey }
       })
   })
@@ -99,6 +104,7 @@ export const registryRoutes = (api: Api): void => {
           return { ...device, secretKey }
         })
     },
+    readOne: readDevice,
     afterDelete: forgetDevice
   })
 

@@ -2,6 +2,7 @@ import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import { deleteRow, getOne, insertRow, listOf, type ResourceQuery, type Table, updateRow } from "../../../store/crud.ts"
 import { Sql, type SqlError } from "../../../store/Sql.ts"
+import { DeviceReads } from "../../../store/DeviceReads.ts"
 import type { DomainError } from "../../../domain/errors.ts"
 import { idParams, listParams } from "../params.ts"
 import { type Api, type HttpServices, listReply } from "../route.ts"
@@ -29,9 +30,17 @@ export interface ResourceSpec<T> {
   }
   /** Runs after a delete (a deleted device's key must stop working at once). */
   readonly afterDelete?: Effect.Effect<void, never, HttpServices>
+  /** Answers `GET {path}/{id}` instead of the store query (devices: a cached read). */
+  readonly readOne?: (organisationId: string, id: string) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
   /** Runs after any create, update or delete, with the organisation (rules reconfigure actors). */
   readonly afterWrite?: (organisationId: string) => Effect.Effect<void, never, HttpServices>
 }
+
+/**
+ * Devices embed their space and product and point at places and gateways: any change to
+ * these resources of an organisation drops its cached device reads (in every process).
+ */
+export const devicesChanged = (organisationId: string) => DeviceReads.use((reads) => reads.changed(organisationId))
 
 /** Create, read, update, delete and list for a resource table of one organisation. */
 export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
@@ -68,7 +77,9 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     params: idParams,
     response: spec.schema,
     handler: ({ principal, params }) =>
-      Sql.use((sql) => getOne(sql, spec.query, principal.organisationId, params.id))
+      spec.readOne !== undefined
+        ? spec.readOne(principal.organisationId, params.id)
+        : Sql.use((sql) => getOne(sql, spec.query, principal.organisationId, params.id))
   })
 
   api.route({
@@ -85,6 +96,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
+        yield* devicesChanged(principal.organisationId)
         if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
         return yield* getOne(sql, spec.query, principal.organisationId, params.id)
       })
@@ -102,6 +114,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         yield* deleteRow(sql, spec.table, principal.organisationId, params.id)
+        yield* devicesChanged(principal.organisationId)
         if (spec.afterDelete !== undefined) yield* spec.afterDelete
         if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
         return { id: params.id, deleted: true }

@@ -1,0 +1,116 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { DeviceReads } from "../../src/store/DeviceReads.ts"
+import { Context } from "effect"
+import { BOOTSTRAP_KEY, startApp, startAppOn, type TestApp } from "../support/app.ts"
+import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
+
+const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
+
+/** Device reads come from a cache: every change that shows in a device must show at once. */
+describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
+  let t: TestApp
+  const call = (method: string, path: string, body?: unknown, key = BOOTSTRAP_KEY) => t.call(method, path, { key, body })
+  let home: string
+  beforeAll(async () => {
+    t = await startAppOn(kind)
+    home = (await call("POST", "/spaces", { name: "Home" })).body.id
+  })
+  afterAll(() => t.close())
+
+  const cached = () => Context.get(t.context, DeviceReads).size()
+
+  it("serves a repeated read from the cache with the same body", async () => {
+    const device = (await call("POST", "/devices", { name: "meter", space: { id: home } })).body
+    const { secretKey: _, ...plain } = device
+    const first = await call("GET", `/devices/${device.id}`)
+    const before = cached()
+    const second = await call("GET", `/devices/${device.id}`)
+    expect(first.status).toBe(200)
+    expect(first.headers.get("content-type")).toMatch(/^application\/json/)
+    expect(second.body).toEqual(first.body)
+    expect(second.body).toEqual(plain)
+    expect(before).toBeGreaterThan(0)
+    expect(cached()).toBe(before)
+  })
+
+  it("shows an update, a renamed space and product, and a deletion at once", async () => {
+    const space = (await call("POST", "/spaces", { name: "Hall" })).body
+    const product = (await call("POST", "/products", { name: "Meter v1" })).body
+    const device = (await call("POST", "/devices", { name: "a", space: { id: space.id }, product: { id: product.id } })).body
+    expect((await call("GET", `/devices/${device.id}`)).body.name).toBe("a")
+    await call("PUT", `/devices/${device.id}`, { name: "b" })
+    expect((await call("GET", `/devices/${device.id}`)).body.name).toBe("b")
+    await call("PUT", `/spaces/${space.id}`, { name: "Hall 2" })
+    expect((await call("GET", `/devices/${device.id}`)).body.space.name).toBe("Hall 2")
+    await call("PUT", `/products/${product.id}`, { name: "Meter v2" })
+    expect((await call("GET", `/devices/${device.id}`)).body.product.name).toBe("Meter v2")
+    await call("DELETE", `/spaces/${space.id}`)
+    expect((await call("GET", `/devices/${device.id}`)).body.space).toBeNull()
+    await call("DELETE", `/devices/${device.id}`)
+    expect((await call("GET", `/devices/${device.id}`)).status).toBe(404)
+  })
+
+  it("shows lastSeenAt moved by an event and updatedAt moved by a key rotation", async () => {
+    const device = (await call("POST", "/devices", { name: "sensor", space: { id: home } })).body
+    const read = await call("GET", `/devices/${device.id}`)
+    expect(read.body.lastSeenAt).toBeNull()
+    expect((await call("GET", "/devices/me", undefined, device.secretKey)).body.lastSeenAt).toBeNull()
+    const posted = await call("POST", "/events", { name: "temperature", data: 21 }, device.secretKey)
+    expect(posted.status).toBe(200)
+    const seen = (await call("GET", `/devices/${device.id}`)).body.lastSeenAt
+    expect(typeof seen).toBe("number")
+    expect((await call("GET", "/devices/me", undefined, device.secretKey)).body.lastSeenAt).toBe(seen)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    const rotated = await call("POST", `/devices/${device.id}/secretKey`)
+    expect(rotated.status).toBe(200)
+    expect((await call("GET", `/devices/${device.id}`)).body.updatedAt).toBeGreaterThan(read.body.updatedAt)
+  })
+
+  it("never answers another organisation's device from the cache", async () => {
+    const device = (await call("POST", "/devices", { name: "mine", space: { id: home } })).body
+    expect((await call("GET", `/devices/${device.id}`)).status).toBe(200)
+    const other = await call("POST", "/organisations", {
+      name: "Other",
+      owner: { emailAddress: `o-${kind}@example.com`, fullName: "O Owner", password: "other owner password" }
+    })
+    expect(other.status).toBe(200)
+    const foreign = await call("GET", `/devices/${device.id}`, undefined, other.body.apiKey.secretKey)
+    expect(foreign.status).toBe(404)
+    expect((await call("GET", `/devices/${device.id}`)).status).toBe(200)
+  })
+})
+
+describe("cached device reads across two processes on NATS and Postgres", () => {
+  let db: TestDatabase
+  let one: TestApp
+  let two: TestApp
+  let home: string
+  beforeAll(async () => {
+    db = await createPostgresDatabase()
+    one = await startApp({ DATABASE_URL: db.url, NATS_URL })
+    two = await startApp({ DATABASE_URL: db.url, NATS_URL })
+    home = (await one.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Home" } })).body.id
+  })
+  afterAll(async () => {
+    await one?.close()
+    await two?.close()
+    await db?.drop()
+  })
+
+  const until = async (check: () => Promise<boolean>) => {
+    const deadline = Date.now() + 2_000
+    while (!(await check())) {
+      if (Date.now() > deadline) throw new Error("not seen within 2 s")
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+  }
+
+  it("an update on one process shows on the other's cached read", async () => {
+    const device = (await one.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "before", space: { id: home } } })).body
+    expect((await two.call("GET", `/devices/${device.id}`, { key: BOOTSTRAP_KEY })).body.name).toBe("before")
+    await one.call("PUT", `/devices/${device.id}`, { key: BOOTSTRAP_KEY, body: { name: "after" } })
+    await until(async () => (await two.call("GET", `/devices/${device.id}`, { key: BOOTSTRAP_KEY })).body.name === "after")
+    await one.call("POST", "/events", { key: device.secretKey, body: { name: "ping" } })
+    await until(async () => typeof (await two.call("GET", `/devices/${device.id}`, { key: BOOTSTRAP_KEY })).body.lastSeenAt === "number")
+  })
+})
