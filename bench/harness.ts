@@ -1,5 +1,5 @@
 /**
- * Process plumbing for `bench/ingest.ts` (the same patterns as `bench/rest.ts`): child
+ * Process plumbing shared by the benchmarks (`bench/rest.ts`, `bench/ingest.ts`): child
  * processes whose stdout lines can be awaited, cleanups that run once on exit, signals or
  * the watchdog, CPU and memory read from /proc, and a description of the machine.
  */
@@ -151,6 +151,15 @@ export const runMain = (label: string, watchdogMs: number, main: () => Promise<n
       return leave(1)
     }
   )
+}
+
+/** A whole-number setting from the environment, `fallback` when unset; anything else stops the run. */
+export const intSetting = (name: string, fallback: number, min: number): number => {
+  const raw = process.env[name]
+  if (raw === undefined || raw === "") return fallback
+  const n = Number(raw)
+  if (!Number.isInteger(n) || n < min) throw new Error(`${name}: expected a whole number from ${min}, got ${raw}`)
+  return n
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolveSleep) => setTimeout(resolveSleep, Math.max(0, ms)))

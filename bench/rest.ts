@@ -13,26 +13,31 @@
  * BENCH_ENTRY (src/main.ts: the entry file of the Voltaic targets, to compare a variant),
  * BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
-import { cpus, totalmem } from "node:os"
+import { appendFileSync, existsSync, writeFileSync } from "node:fs"
+import { cpus } from "node:os"
 import { resolve } from "node:path"
-import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import postgres from "postgres"
+import {
+  type Child,
+  intSetting,
+  machine,
+  machineCores,
+  machineTicks,
+  onShutdown,
+  parallel,
+  postgresCpuSeconds,
+  processCpuSeconds,
+  runMain,
+  start,
+  stop,
+  utcDate
+} from "./harness.ts"
 import { type LoadResult, type LoadSpec, MEASURING } from "./protocol.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const resultsFile = resolve(root, "bench/RESULTS.md")
-
-const intSetting = (name: string, fallback: number, min: number): number => {
-  const raw = process.env[name]
-  if (raw === undefined || raw === "") return fallback
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name}: expected a whole number from ${min}, got ${raw}`)
-  return n
-}
 
 const settings = {
   connections: intSetting("BENCH_CONNECTIONS", 50, 1),
@@ -54,148 +59,9 @@ const AIM = { route: "GET /devices/{id}", target: "Postgres", requestsPerSecond:
 /** Bounds the whole run so a stuck child can never keep it alive. */
 const WATCHDOG_MS = 20 * 60_000
 
-// ---------------------------------------------------------------------------------------
-// Child processes
-
-interface Child {
-  readonly name: string
-  readonly process: ChildProcess
-  /** The last lines of stdout and stderr, for failure messages. */
-  readonly tail: Array<string>
-  /** Resolves with the first stdout line matching `pattern`; rejects if the child exits first. */
-  waitForLine(pattern: RegExp, timeoutMs: number): Promise<RegExpExecArray>
-  readonly exited: Promise<number | null>
-}
-
-const running = new Set<ChildProcess>()
-
-const start = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Child => {
-  const child = spawn(process.execPath, [...args], { cwd: root, env, stdio: ["pipe", "pipe", "pipe"] })
-  running.add(child)
-  const tail: Array<string> = []
-  const listeners = new Set<(line: string) => void>()
-  const keep = (line: string) => {
-    tail.push(line)
-    if (tail.length > 40) tail.shift()
-  }
-  createInterface({ input: child.stdout! }).on("line", (line) => {
-    keep(line)
-    for (const listener of listeners) listener(line)
-  })
-  createInterface({ input: child.stderr! }).on("line", keep)
-  const exited = new Promise<number | null>((resolveExit) => {
-    // "close", not "exit": it comes after the last line of stdout has been read.
-    child.once("close", (code) => {
-      running.delete(child)
-      resolveExit(code)
-    })
-    child.once("error", (error) => {
-      keep(`spawn failed: ${error.message}`)
-      running.delete(child)
-      resolveExit(null)
-    })
-  })
-  const waitForLine = (pattern: RegExp, timeoutMs: number) =>
-    new Promise<RegExpExecArray>((resolveLine, reject) => {
-      const timer = setTimeout(() => finish(new Error(`${name}: no line matching ${pattern} within ${timeoutMs} ms\n${tail.join("\n")}`)), timeoutMs)
-      const onLine = (line: string) => {
-        const match = pattern.exec(line)
-        if (match) finish(match)
-      }
-      const finish = (outcome: RegExpExecArray | Error) => {
-        clearTimeout(timer)
-        listeners.delete(onLine)
-        if (outcome instanceof Error) reject(outcome)
-        else resolveLine(outcome)
-      }
-      listeners.add(onLine)
-      void exited.then((code) => finish(new Error(`${name} exited (code ${code}) before printing ${pattern}\n${tail.join("\n")}`)))
-    })
-  return { name, process: child, tail, waitForLine, exited }
-}
-
-/** SIGTERM, then SIGKILL if the child has not exited after `graceMs`. */
-const stop = async (child: Child, graceMs = 5_000): Promise<void> => {
-  if (child.process.exitCode !== null || child.process.signalCode !== null) return
-  child.process.kill("SIGTERM")
-  const timer = setTimeout(() => child.process.kill("SIGKILL"), graceMs)
-  await child.exited
-  clearTimeout(timer)
-}
-
-process.on("exit", () => {
-  for (const child of running) child.kill("SIGKILL")
-})
-
-/** What must be undone before leaving (servers, the Postgres database), newest first. */
-const cleanups: Array<() => Promise<void>> = []
-
-/** Registers `f` to run once, at the latest on shutdown; returns it for an earlier call. */
-const onShutdown = (f: () => Promise<void>): (() => Promise<void>) => {
-  let done: Promise<void> | undefined
-  const once = () => (done ??= f())
-  cleanups.unshift(once)
-  return once
-}
-
-const shutdown = async (): Promise<void> => {
-  for (const f of cleanups) {
-    try {
-      await f()
-    } catch (error) {
-      console.error(`bench:rest: cleanup failed: ${error instanceof Error ? error.message : String(error)}`)
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// CPU accounting from /proc, to show how the 2 cores are shared during a case
-
-const clockTicks = (() => {
-  try {
-    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
-  } catch {
-    return 100
-  }
-})()
-
-/** User + system CPU seconds of a process. */
-const processCpuSeconds = (pid: number | undefined): number => {
-  if (pid === undefined) return Number.NaN
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / clockTicks
-  } catch {
-    return Number.NaN
-  }
-}
-
-/** User + system CPU seconds of every process named `postgres` (the server and its backends). */
-const postgresCpuSeconds = (): number => {
-  let total = 0
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) !== "postgres") continue
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      total += (Number(fields[11]) + Number(fields[12])) / clockTicks
-    } catch {
-      // The process ended between readdir and read.
-    }
-  }
-  return total
-}
-
-/** Busy and total jiffies of all cores together. */
-const machineTicks = (): { busy: number; total: number } => {
-  const line = readFileSync("/proc/stat", "utf8").split("\n")[0]
-  const values = line.trim().split(/\s+/).slice(1, 9).map(Number)
-  const total = values.reduce((a, b) => a + b, 0)
-  const idle = values[3] + values[4]
-  return { busy: total - idle, total }
-}
+/** A Node child process in the repository root. */
+const node = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Child =>
+  start(name, process.execPath, args, { cwd: root, env })
 
 // ---------------------------------------------------------------------------------------
 // Targets
@@ -207,11 +73,13 @@ interface Target {
   readonly headers: Readonly<Record<string, string>>
   /** Paths for GET /devices/{id}, rotated through by the load generator. */
   readonly devicePaths: ReadonlyArray<string>
+  /** The Postgres database it uses, whose backends' CPU is counted; undefined for PGlite and bare. */
+  readonly database?: string
   readonly close: () => Promise<void>
 }
 
 const startBare = async (): Promise<Target> => {
-  const child = start("bare hono", ["--import", "tsx", "bench/bare.ts"], { ...process.env, HOST })
+  const child = node("bare hono", ["--import", "tsx", "bench/bare.ts"], { ...process.env, HOST })
   const close = onShutdown(() => stop(child))
   const [, port] = await child.waitForLine(/bare hono listening on [\d.]+:(\d+)/, 60_000)
   const devicePaths = Array.from({ length: settings.devices }, (_, i) => `/v1/devices/dev_bench${String(i).padStart(6, "0")}`)
@@ -222,7 +90,8 @@ const startVoltaic = async (
   name: string,
   databaseUrl: string,
   cleanup: () => Promise<void>,
-  afterSeed: () => Promise<void> = async () => {}
+  afterSeed: () => Promise<void> = async () => {},
+  database?: string
 ): Promise<Target> => {
   const profile = settings.cpuProfDir === undefined
     ? []
@@ -241,7 +110,7 @@ const startVoltaic = async (
   }
   delete env.NATS_URL
   delete env.DATA_DIR
-  const child = start(`voltaic (${name})`, [...profile, "--import", "tsx", settings.entry], env)
+  const child = node(`voltaic (${name})`, [...profile, "--import", "tsx", settings.entry], env)
   const close = onShutdown(async () => {
     await stop(child, 10_000)
     await cleanup()
@@ -252,7 +121,7 @@ const startVoltaic = async (
   const ids = await seed(url, headers)
   await afterSeed()
   await verify(name, url, headers, ids)
-  return { name, child, url, headers, devicePaths: ids.map((id) => `/v1/devices/${id}`), close }
+  return { name, child, url, headers, devicePaths: ids.map((id) => `/v1/devices/${id}`), database, close }
 }
 
 const startPglite = () => startVoltaic("PGlite", "memory://", async () => {})
@@ -286,7 +155,7 @@ const startPostgres = async (): Promise<Target> => {
       await db.end({ timeout: 5 })
     }
   }
-  return startVoltaic("Postgres", url.toString(), drop, analyze)
+  return startVoltaic("Postgres", url.toString(), drop, analyze, database)
 }
 
 const targetStarters: Record<string, () => Promise<Target>> = { bare: startBare, pglite: startPglite, postgres: startPostgres }
@@ -308,20 +177,6 @@ const call = async (url: string, headers: Record<string, string>, method: string
 const idOf = (value: unknown, what: string): string => {
   if (typeof value === "object" && value !== null && "id" in value && typeof value.id === "string") return value.id
   throw new Error(`${what}: no id in ${JSON.stringify(value)}`)
-}
-
-/** Runs `f` over `0…count-1` with at most `width` in flight. */
-const parallel = async <A>(count: number, width: number, f: (i: number) => Promise<A>): Promise<Array<A>> => {
-  const out = new Array<A>(count)
-  let next = 0
-  const worker = async () => {
-    while (next < count) {
-      const i = next++
-      out[i] = await f(i)
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(width, count) }, worker))
-  return out
 }
 
 const seed = async (url: string, headers: Record<string, string>): Promise<Array<string>> => {
@@ -370,22 +225,20 @@ const measure = async (target: Target, route: (typeof routes)[number]): Promise<
     warmupSeconds: settings.warmupSeconds
   }
   process.stdout.write(`  ${target.name.padEnd(10)} ${route.name.padEnd(22)} `)
-  const load = start("load", ["--import", "tsx", "bench/load.ts"], process.env)
+  const load = node("load", ["--import", "tsx", "bench/load.ts"], process.env)
   onShutdown(() => stop(load))
   try {
     load.process.stdin!.end(JSON.stringify(spec))
     const budget = (settings.warmupSeconds + settings.durationSeconds + 60) * 1000
     await load.waitForLine(new RegExp(`^${MEASURING}$`), budget)
     const serverBefore = processCpuSeconds(target.child.process.pid)
-    const databaseBefore = target.name === "Postgres" ? postgresCpuSeconds() : undefined
+    const databaseBefore = target.database === undefined ? undefined : postgresCpuSeconds(target.database)
     const machineBefore = machineTicks()
     const [line] = await load.waitForLine(/^\{.*\}$/, budget)
     const serverAfter = processCpuSeconds(target.child.process.pid)
     const machineAfter = machineTicks()
-    const databaseAfter = databaseBefore === undefined ? undefined : postgresCpuSeconds()
+    const databaseAfter = target.database === undefined ? undefined : postgresCpuSeconds(target.database)
     const result = JSON.parse(line) as LoadResult
-    const cores = cpus().length
-    const machineCores = (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total) * cores
     const c: Case = {
       target: target.name,
       route: route.name,
@@ -394,7 +247,7 @@ const measure = async (target: Target, route: (typeof routes)[number]): Promise<
       databaseCores: databaseBefore === undefined || databaseAfter === undefined
         ? undefined
         : (databaseAfter - databaseBefore) / result.durationSeconds,
-      machineCores
+      machineCores: machineCores(machineBefore, machineAfter)
     }
     console.log(`${Math.round(result.requestsPerSecond)} req/s, p50 ${result.latencyMs.p50} ms, p99 ${result.latencyMs.p99} ms`)
     return c
@@ -459,30 +312,10 @@ const aimVerdict = (cases: ReadonlyArray<Case>): string => {
   return `Aim (${aim}): **${met ? "met" : "not met"}** — ${Math.round(c.result.requestsPerSecond).toLocaleString("en-US")} req/s, p99 ${c.result.latencyMs.p99} ms.`
 }
 
-const machine = () => {
-  const cpuModel = /^model name\s*:\s*(.*)$/m.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? cpus()[0]?.model ?? "unknown"
-  const nproc = (() => {
-    try {
-      return execFileSync("nproc", { encoding: "utf8" }).trim()
-    } catch {
-      return String(cpus().length)
-    }
-  })()
-  return `${nproc} cores (nproc), ${cpuModel}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB memory, Node ${process.version}`
-}
-
 const postgresWhere = (): string => {
   const host = new URL(settings.pgAdminUrl).hostname
   const local = host === "127.0.0.1" || host === "localhost" || host === "[::1]" || host === ""
   return local ? "Postgres runs on the same machine, sharing its cores." : `Postgres at ${host}.`
-}
-
-const utcDate = () => {
-  try {
-    return execFileSync("date", ["-u"], { encoding: "utf8" }).trim()
-  } catch {
-    return new Date().toUTCString()
-  }
 }
 
 const HEADER = `# REST benchmarks
@@ -552,35 +385,4 @@ const main = async () => {
   return broken.length > 0 ? 1 : 0
 }
 
-/** Undoes what was started, then exits; a second call (another signal) does not wait again. */
-let leaving = false
-const leave = async (code: number): Promise<never> => {
-  if (!leaving) {
-    leaving = true
-    // Bounds the cleanup too; the "exit" handler then SIGKILLs whatever is left.
-    setTimeout(() => process.exit(code), 30_000).unref()
-    await shutdown()
-  }
-  process.exit(code)
-}
-
-setTimeout(() => {
-  console.error(`bench:rest: still running after ${WATCHDOG_MS / 60_000} minutes; stopping`)
-  void leave(2)
-}, WATCHDOG_MS).unref()
-
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    console.error(`\nbench:rest: ${signal}; stopping the child processes`)
-    void leave(130)
-  })
-}
-
-main().then(
-  (code) => leave(code),
-  (error: unknown) => {
-    // After a signal the children are being stopped on purpose; their errors are expected.
-    if (!leaving) console.error(`\nbench:rest failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`)
-    return leave(1)
-  }
-)
+runMain("bench:rest", WATCHDOG_MS, main)
