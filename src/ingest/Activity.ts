@@ -9,21 +9,45 @@ export interface DeviceActivity {
 }
 
 /**
- * In-process notice of committed device activity, from `Ingest` to whoever watches devices
- * (the supervisor). Local on purpose: the process that ingests a device's traffic watches it.
+ * Whoever watches devices. `publish` takes an activity at once and never blocks (its mailbox
+ * may be full: then it keeps the activity in a bounded, coalesced form — see the supervisor);
+ * `offer`, for producers that can wait, suspends while the mailbox is full (back-pressure).
+ */
+export interface ActivitySubscriber {
+  readonly publish: (activity: DeviceActivity) => void
+  readonly offer?: ((activity: DeviceActivity) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * In-process notice of committed device activity, from `Ingest` (and MQTT sessions) to
+ * whoever watches devices (the supervisor). Local on purpose: the process that ingests a
+ * device's traffic watches it.
  */
 export class Activity extends Context.Service<Activity, {
+  /** Hands the activity over without waiting (the caller already answered its client). */
   publish(activity: DeviceActivity): void
-  subscribe(handler: (activity: DeviceActivity) => void): Effect.Effect<void, never, Scope.Scope>
+  /** Hands the activity over, waiting while a subscriber's mailbox is full. */
+  offer(activity: DeviceActivity): Effect.Effect<void>
+  subscribe(handler: ((activity: DeviceActivity) => void) | ActivitySubscriber): Effect.Effect<void, never, Scope.Scope>
 }>()("voltaic/ingest/Activity") {
   static readonly layer = Layer.sync(Activity, () => {
-    const handlers = new Set<(activity: DeviceActivity) => void>()
+    const subscribers = new Set<ActivitySubscriber>()
     return Activity.of({
       publish: (activity) => {
-        for (const handler of handlers) handler(activity)
+        for (const subscriber of subscribers) subscriber.publish(activity)
       },
-      subscribe: (handler) =>
-        Effect.acquireRelease(Effect.sync(() => handlers.add(handler)), () => Effect.sync(() => handlers.delete(handler))).pipe(Effect.asVoid)
+      offer: (activity) =>
+        Effect.forEach(
+          [...subscribers],
+          (subscriber) => subscriber.offer === undefined ? Effect.sync(() => subscriber.publish(activity)) : subscriber.offer(activity),
+          { discard: true }
+        ),
+      subscribe: (handler) => {
+        const subscriber: ActivitySubscriber = typeof handler === "function" ? { publish: handler } : handler
+        return Effect.acquireRelease(Effect.sync(() => subscribers.add(subscriber)), () => Effect.sync(() => subscribers.delete(subscriber))).pipe(
+          Effect.asVoid
+        )
+      }
     })
   })
 }

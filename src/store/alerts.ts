@@ -216,48 +216,103 @@ export const applyAlertEvent = (sql: SqlClient, organisationId: string, id: stri
     )
   })
 
-/** The open alert of a rule for a device, repeated; or a new one. Returns its id and whether it is new. */
-export const openOrRepeat = (
-  sql: SqlClient,
-  input: {
-    organisationId: string
-    ruleId: string
-    deviceId: string
-    at: number
-    event: { id: string | null; name: string; data: unknown; timestamp: number } | null
-    note: string
-  }
-) =>
+/** An occurrence of a rule's condition on a device: opens its alert, or repeats the open one. */
+export interface AlertRaise {
+  readonly organisationId: string
+  readonly ruleId: string
+  readonly deviceId: string
+  readonly at: number
+  readonly event: { readonly id: string | null; readonly name: string; readonly data: unknown; readonly timestamp: number } | null
+  readonly note: string
+}
+
+/** Alert rows as `a`, with their rule and device joined: `toAlert` reads them. */
+const alertJson = `SELECT ${alertQuery.select} FROM a JOIN alert_rules r ON r.id = a.alert_rule_id LEFT JOIN devices d ON d.id = a.device_id`
+
+/**
+ * Opens an alert for each raise whose rule and device have none open, with one statement,
+ * and answers the opened alerts as published (`AlertJson`). A raise that found an open alert
+ * (the partial unique index `alerts_one_open`) is answered in `repeats`.
+ * At most one raise per (rule, device).
+ */
+export const openMany = (sql: SqlClient, raises: ReadonlyArray<AlertRaise>) =>
   Effect.gen(function*() {
-    const [open] = yield* sql.query("SELECT * FROM alerts WHERE alert_rule_id = $1 AND device_id = $2 AND resolved_at IS NULL", [
-      input.ruleId,
-      input.deviceId
-    ])
-    if (open !== undefined) {
-      const next = nextAlertState(open, { type: "alert.repeated", at: input.at })
-      yield* sql.query("UPDATE alerts SET last_seen_at = $2, updated_at = $3 WHERE id = $1", [str(open, "id"), next.context.lastSeenAt, Date.now()])
-      return { id: str(open, "id"), created: false }
-    }
+    if (raises.length === 0) return { opened: [] as Array<AlertJson>, repeats: [] as Array<AlertRaise> }
     const now = Date.now()
-    const id = newId("alt", now)
     const rows = yield* sql.query(
-      `INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, event_id, event_name, event_data, event_timestamp, note,
-                           state, first_seen_at, last_seen_at, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7::text::jsonb, $8, $9, 'unresolved', $10, $10, $11, $11)
-       ON CONFLICT (alert_rule_id, device_id) WHERE resolved_at IS NULL DO NOTHING RETURNING id`,
+      `WITH a AS (
+         INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, event_id, event_name, event_data, event_timestamp, note,
+                             state, first_seen_at, last_seen_at, created_at, updated_at)
+         SELECT u.id, u.org, u.rule, u.device, u.event_id, u.event_name, u.event_data::jsonb, u.event_ts, u.note,
+                'unresolved', u.at, u.at, $11, $11
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $9::text[], $10::int8[])
+           AS u(id, org, rule, device, event_id, event_name, event_data, event_ts, note, at)
+         ON CONFLICT (alert_rule_id, device_id) WHERE resolved_at IS NULL DO NOTHING
+         RETURNING *)
+       ${alertJson}`,
       [
-        id,
-        input.organisationId,
-        input.ruleId,
-        input.deviceId,
-        input.event?.id ?? null,
-        input.event?.name ?? null,
-        input.event === null ? null : JSON.stringify(input.event.data ?? null),
-        input.event?.timestamp ?? null,
-        input.note,
-        input.at,
+        raises.map(() => newId("alt", now)),
+        raises.map((r) => r.organisationId),
+        raises.map((r) => r.ruleId),
+        raises.map((r) => r.deviceId),
+        raises.map((r) => r.event?.id ?? null),
+        raises.map((r) => r.event?.name ?? null),
+        raises.map((r) => (r.event === null ? null : JSON.stringify(r.event.data ?? null))),
+        raises.map((r) => r.event?.timestamp ?? null),
+        raises.map((r) => r.note),
+        raises.map((r) => r.at),
         now
       ]
     )
-    return { id, created: rows.length > 0 }
+    const opened = rows.map(toAlert)
+    const created = new Set(opened.map((a) => `${a.alertRule.id} ${a.device?.id ?? ""}`))
+    return { opened, repeats: raises.filter((r) => !created.has(`${r.ruleId} ${r.deviceId}`)) }
+  })
+
+/**
+ * Runs one lifecycle event through `alertMachine` for the open alert of each (rule, device),
+ * with one read and one write for the lot: repeats (`alert.repeated`) and clears
+ * (`alert.cleared`). Answers the alerts the machine changed, as published.
+ * At most one item per (rule, device).
+ */
+export const transitionOpen = (
+  sql: SqlClient,
+  items: ReadonlyArray<{ readonly ruleId: string; readonly deviceId: string; readonly event: AlertEvent }>
+) =>
+  Effect.gen(function*() {
+    if (items.length === 0) return [] as Array<AlertJson>
+    const open = yield* sql.query(
+      `SELECT al.* FROM alerts al JOIN unnest($1::text[], $2::text[]) AS u(rule, device)
+         ON al.alert_rule_id = u.rule AND al.device_id = u.device
+       WHERE al.resolved_at IS NULL`,
+      [items.map((i) => i.ruleId), items.map((i) => i.deviceId)]
+    )
+    const byKey = new Map(items.map((i) => [`${i.ruleId} ${i.deviceId}`, i.event]))
+    const changed = open.flatMap((row) => {
+      const event = byKey.get(`${str(row, "alert_rule_id")} ${optStr(row, "device_id") ?? ""}`)
+      if (event === undefined) return []
+      const next = nextAlertState(row, event)
+      const same = next.state === str(row, "state") && next.context.lastSeenAt === num(row, "last_seen_at") &&
+        next.context.acknowledgedAt === optNum(row, "acknowledged_at") && next.context.resolvedAt === optNum(row, "resolved_at")
+      return same ? [] : [{ id: str(row, "id"), next }]
+    })
+    if (changed.length === 0) return []
+    const rows = yield* sql.query(
+      `WITH a AS (
+         UPDATE alerts SET state = u.state, last_seen_at = u.last_seen_at, acknowledged_at = u.acknowledged_at,
+                           resolved_at = u.resolved_at, updated_at = $6
+         FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[]) AS u(id, state, last_seen_at, acknowledged_at, resolved_at)
+         WHERE alerts.id = u.id
+         RETURNING alerts.*)
+       ${alertJson}`,
+      [
+        changed.map((c) => c.id),
+        changed.map((c) => c.next.state),
+        changed.map((c) => c.next.context.lastSeenAt),
+        changed.map((c) => c.next.context.acknowledgedAt),
+        changed.map((c) => c.next.context.resolvedAt),
+        Date.now()
+      ]
+    )
+    return rows.map(toAlert)
   })

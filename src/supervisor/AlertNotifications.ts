@@ -1,4 +1,4 @@
-import { Effect, FiberSet, Layer } from "effect"
+import { Effect, Layer } from "effect"
 import { Notifier } from "../notify/Notifier.ts"
 import { alertQuery } from "../store/alerts.ts"
 import { getOne } from "../store/crud.ts"
@@ -7,16 +7,17 @@ import { type AlertOpened, Supervisor } from "./Supervisor.ts"
 
 /**
  * Sends each newly opened alert through its rule's notification template (webhook or
- * e-mail to the space's alert recipients) and records the outcomes on the alert. Each
- * notification runs in its own fiber: a slow receiver (retries take up to a minute) never
- * holds up the actors.
+ * e-mail to the space's alert recipients) and records the outcomes on the alert. The
+ * supervisor calls this listener from a few notifier fibers of its own (NOTIFY_CONCURRENCY),
+ * apart from the shards: a slow receiver (retries take up to a minute) never holds up the
+ * actors or the opening of alerts, and an alert storm does not start thousands of requests
+ * at once.
  */
 export const AlertNotificationsLive = Layer.effectDiscard(
   Effect.gen(function*() {
     const sql = yield* Sql
     const notifier = yield* Notifier
     const supervisor = yield* Supervisor
-    const fibers = yield* FiberSet.make<void, never>()
 
     const send = (opened: AlertOpened) =>
       Effect.gen(function*() {
@@ -65,6 +66,6 @@ export const AlertNotificationsLive = Layer.effectDiscard(
         }
       }).pipe(Effect.catchCause((cause) => Effect.logError("alert notification failed", cause)))
 
-    supervisor.onAlertOpened((opened) => FiberSet.run(fibers, send(opened)).pipe(Effect.asVoid))
+    supervisor.onAlertOpened(send)
   })
 )

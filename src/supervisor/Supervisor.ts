@@ -1,19 +1,46 @@
-import { Context, Effect, Layer, Schedule } from "effect"
+import { Context, Data, Deferred, Duration, Effect, FiberMap, Layer, Queue, Schedule } from "effect"
 import { type Actor, createActor } from "xstate"
 import { type DeviceEmitted, deviceMachine } from "../../actors/deviceMachine.ts"
 import { evaluateThreshold } from "../../actors/rules.ts"
 import { Bus } from "../bus/Bus.ts"
 import { alertTopic } from "../bus/topics.ts"
 import { Activity, type DeviceActivity } from "../ingest/Activity.ts"
-import { alertQuery, applyAlertEvent, openOrRepeat } from "../store/alerts.ts"
-import { getOne } from "../store/crud.ts"
-import { Sql, type SqlClient } from "../store/Sql.ts"
+import { type AlertJson, type AlertRaise, openMany, transitionOpen } from "../store/alerts.ts"
+import { Sql, type SqlError } from "../store/Sql.ts"
 
 /**
  * Hosts one `deviceMachine` actor per device that shows activity or has a pending offline
- * timer, and performs what the machines emit: alerts opened, repeated and resolved, and
- * their delivery on the bus. Snapshots are written behind (every second) and rehydrated at
- * start, so a device that fell silent while the process was down still goes offline on time.
+ * timer, and performs what the machines emit: alerts opened, repeated and resolved, their
+ * delivery on the bus, and the alert-opened listeners (notifications).
+ *
+ * Supervision, and why per shard. Each device id has exactly one actor, kept in the map of
+ * its shard (hash of the id into SHARDS workers). Each shard is one fiber, held in a
+ * `FiberMap` by shard number and restarted with backoff if it dies, with one bounded
+ * mailbox (`Queue.bounded`). A fiber and a queue per device would cost more than the actor
+ * itself at 100,000 devices (the aim is ≤ 10 KB per live actor) and would defeat batching;
+ * per shard, a worker takes everything in its mailbox at once, activates the devices it does
+ * not host with one query, steps their actors, and applies what they emitted with a few
+ * statements (`openMany`, `transitionOpen`). A device always lands on the same shard and a
+ * shard applies its work in order, so one device's effects happen in order (its offline
+ * before its online) while shards work side by side.
+ *
+ * - Activation on first message; passivation after PASSIVATE_AFTER_MS idle without a pending
+ *   timer: the actor stops, its snapshot stays in `device_actors`, nothing stays in memory.
+ * - Mailbox: `offer` (producers that can wait: MQTT CONNECT) suspends while it is full. The
+ *   synchronous `publish` (Ingest, after its commit, with its client already answered) cannot
+ *   wait: when the mailbox is full it coalesces the activity into the shard's overflow, one
+ *   entry per device (latest sign of life; at most OVERFLOW_EVENTS events for rule evaluation,
+ *   the oldest evaluations dropped and logged beyond that), drained after the mailbox.
+ * - A failing actor (an action that throws: xstate puts it in its error state, no transition
+ *   and no emission happen) is stopped and its messages held; a restart fiber (FiberMap keyed
+ *   by device id) rehydrates it from its last persisted snapshot and replays the held
+ *   messages, immediately and then with exponential backoff (`RESTART_SCHEDULE`) while the
+ *   replay fails again; when the attempts run out the held messages are dropped (logged) and
+ *   the actor restarts from the snapshot alone. Side effects are not replayed: effects come
+ *   only from emissions, a failed transition emits nothing, and the snapshot of every device
+ *   whose emissions were applied is written right after them.
+ * - Snapshots are also written behind (every second) and rehydrated at start, so a device
+ *   that fell silent while the process was down still goes offline on time.
  */
 
 interface Rule {
@@ -27,11 +54,17 @@ interface Rule {
   readonly spaceId: string | null
 }
 
-interface Hosted {
-  readonly actor: Actor<typeof deviceMachine>
+interface Place {
   readonly organisationId: string
   readonly spaceId: string | null
   readonly productId: string | null
+}
+
+type DeviceMachine = typeof deviceMachine
+
+interface Hosted {
+  readonly actor: Actor<DeviceMachine>
+  readonly place: Place
   lastActiveAt: number
 }
 
@@ -47,259 +80,750 @@ export interface SupervisorService {
   readonly active: () => number
   /** Rules of an organisation changed: re-read them and reconfigure its actors. */
   rulesChanged(organisationId: string): Effect.Effect<void>
-  /** Waits until every activity handed over so far has been applied (tests, shutdown). */
+  /** Waits until every activity handed over so far, and every emission so far, has been applied (tests, shutdown). */
   readonly settled: () => Promise<void>
-  /** Called for each alert opened here (notifications hook). */
+  /** Called for each alert opened here (notifications hook), NOTIFY_CONCURRENCY at a time. */
   onAlertOpened(listener: (opened: AlertOpened) => Effect.Effect<void>): void
+}
+
+export interface SupervisorOptions {
+  /** Shard workers (each a fiber with its mailbox). */
+  readonly shards?: number | undefined
+  /** Capacity of each shard's mailbox. */
+  readonly mailboxCapacity?: number | undefined
+  /** The device machine (tests provide one whose actions fail). */
+  readonly machine?: DeviceMachine | undefined
+  /** Delays between restart attempts of a failed actor after the first, immediate one. */
+  readonly restartSchedule?: Schedule.Schedule<unknown, unknown> | undefined
+  /** Called at each restart attempt of a failed actor (1 for the first). */
+  readonly onRestart?: ((deviceId: string, attempt: number) => void) | undefined
 }
 
 /** Idle actors without a pending timer leave memory after this; their snapshot stays. */
 const PASSIVATE_AFTER_MS = 5 * 60 * 1000
 const SNAPSHOT_EVERY = "1 second"
+const SHARDS = 16
+const MAILBOX_CAPACITY = 4096
+/** Events per device kept for rule evaluation while its shard's mailbox is full. */
+const OVERFLOW_EVENTS = 64
+/** Messages held for a failed actor until its restart. */
+const HELD_MAX = 64
+/** Alert-opened listeners running at once: a slow webhook holds up neither alerts nor more than this. */
+const NOTIFY_CONCURRENCY = 16
+/** Devices activated per query. */
+const ACTIVATE_CHUNK = 5000
+/** 100 ms, 200 ms, 400 ms, 800 ms, 1.6 s between attempts; then the held messages are dropped. */
+const RESTART_SCHEDULE = Schedule.max([Schedule.exponential("100 millis"), Schedule.recurs(5)])
+/** A store that failed is retried without end, at most every 5 s: effects are not lost. */
+const STORE_RETRY = Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("5 seconds")])
+const SHARD_RESTART = Schedule.min([Schedule.exponential("100 millis"), Schedule.spaced("10 seconds")])
 
-const applies = (rule: Rule, device: { spaceId: string | null; productId: string | null }) =>
+class ActorFailed extends Data.TaggedError("ActorFailed")<{ readonly deviceId: string }> {}
+class ShardFailed extends Data.TaggedError("ShardFailed")<{ readonly shard: number }> {}
+
+type Message =
+  | { readonly _tag: "activity"; readonly activity: DeviceActivity }
+  | { readonly _tag: "restart"; readonly deviceId: string; readonly dropHeld: boolean; readonly outcome: Deferred.Deferred<void, ActorFailed> }
+  | { readonly _tag: "passivate"; readonly now: number }
+  | { readonly _tag: "wake" }
+
+/** What the shard must apply, in the order it happened. */
+type Pending =
+  | { readonly _tag: "emitted"; readonly place: Place; readonly emitted: DeviceEmitted }
+  | {
+    readonly _tag: "threshold"
+    readonly rule: Rule
+    readonly deviceId: string
+    readonly verdict: "breach" | "clear"
+    readonly at: number
+    readonly event: NonNullable<DeviceActivity["event"]>
+  }
+
+interface Coalesced {
+  readonly organisationId: string
+  readonly deviceId: string
+  /** Activities folded in here. */
+  count: number
+  seenAt: number
+  readonly events: Array<DeviceActivity>
+}
+
+interface Failed {
+  readonly held: Array<DeviceActivity>
+}
+
+interface Shard {
+  readonly index: number
+  readonly mailbox: Queue.Queue<Message>
+  readonly hosted: Map<string, Hosted>
+  readonly failed: Map<string, Failed>
+  overflow: Map<string, Coalesced>
+  effects: Array<Pending>
+  /** Failures of actors outside a step (a timer's transition threw). */
+  crashed: Array<{ readonly deviceId: string; readonly actor: Actor<DeviceMachine>; readonly cause: unknown }>
+  /** Failed devices whose restart fiber must start. */
+  toRestart: Array<string>
+  /** Logs and restart outcomes of a step, run after its effects. */
+  after: Array<Effect.Effect<void>>
+  /** Device being replayed by a restart: its failure is that restart's outcome. */
+  replaying: string | undefined
+  stepping: boolean
+  wakeQueued: boolean
+  droppedEvaluations: number
+  /** Messages handed over / applied; emissions and failures pushed / applied (for `settled`). */
+  seqIn: number
+  doneIn: number
+  seqFx: number
+  doneFx: number
+  waiters: Array<{ readonly in: number; readonly fx: number; readonly resolve: () => void }>
+}
+
+const WAKE: Message = { _tag: "wake" }
+
+const applies = (rule: Rule, device: Place) =>
   (rule.spaceId === null || rule.spaceId === device.spaceId) && (rule.productId === null || rule.productId === device.productId)
 
-export class Supervisor extends Context.Service<Supervisor, SupervisorService>()("voltaic/supervisor/Supervisor") {
-  static readonly layer = Layer.effect(
-    Supervisor,
-    Effect.gen(function*() {
-      const sql = yield* Sql
-      const bus = yield* Bus
-      const activity = yield* Activity
-      const hosted = new Map<string, Hosted>()
-      const activating = new Map<string, Promise<Hosted | undefined>>()
-      const rules = new Map<string, Promise<Array<Rule>>>()
-      const dirty = new Set<string>()
-      const alertListeners: Array<(opened: AlertOpened) => Effect.Effect<void>> = []
-      let work: Promise<void> = Promise.resolve()
+/** FNV-1a of the id: which shard hosts a device. */
+const shardIndex = (id: string, shards: number) => {
+  let h = 0x811c9dc5
+  for (let i = 0; i < id.length; i++) {
+    h ^= id.charCodeAt(i)
+    h = Math.imul(h, 0x01000193)
+  }
+  return (h >>> 0) % shards
+}
 
-      const run = <A>(effect: Effect.Effect<A, unknown>) =>
-        Effect.runPromise(effect.pipe(Effect.tapCause((cause) => Effect.logError("supervisor", cause)), Effect.orDie))
+const make = (options: SupervisorOptions = {}) =>
+  Effect.gen(function*() {
+    const sql = yield* Sql
+    const bus = yield* Bus
+    const activity = yield* Activity
+    const machine = options.machine ?? deviceMachine
+    const shardCount = options.shards ?? SHARDS
+    const capacity = options.mailboxCapacity ?? MAILBOX_CAPACITY
+    const restartSchedule = options.restartSchedule ?? RESTART_SCHEDULE
+    const rules = new Map<string, Array<Rule>>()
+    const dirty = new Set<string>()
+    const alertListeners: Array<(opened: AlertOpened) => Effect.Effect<void>> = []
+    const workers = yield* FiberMap.make<number>()
+    const restarts = yield* FiberMap.make<string>()
+    const notices = yield* Queue.unbounded<AlertOpened>()
 
-      const rulesOf = (organisationId: string) => {
-        let found = rules.get(organisationId)
-        if (found === undefined) {
-          found = run(sql.query<Record<string, unknown>>(
-            "SELECT * FROM alert_rules WHERE organisation_id = $1 AND enabled",
-            [organisationId]
-          )).then((rows) =>
-            rows.map((r) => ({
-              id: String(r.id),
-              organisationId,
-              name: String(r.name),
-              type: r.type as Rule["type"],
-              autoResolve: r.auto_resolve === true,
-              config: (r.config ?? {}) as Record<string, unknown>,
-              productId: (r.product_id as string | null) ?? null,
-              spaceId: (r.space_id as string | null) ?? null
-            }))
-          )
-          rules.set(organisationId, found)
-        }
-        return found
-      }
+    const shards: Array<Shard> = []
+    for (let index = 0; index < shardCount; index++) {
+      shards.push({
+        index,
+        mailbox: yield* Queue.bounded<Message>(capacity),
+        hosted: new Map(),
+        failed: new Map(),
+        overflow: new Map(),
+        effects: [],
+        crashed: [],
+        toRestart: [],
+        after: [],
+        replaying: undefined,
+        stepping: false,
+        wakeQueued: false,
+        droppedEvaluations: 0,
+        seqIn: 0,
+        doneIn: 0,
+        seqFx: 0,
+        doneFx: 0,
+        waiters: []
+      })
+    }
+    const shardOf = (deviceId: string) => shards[shardIndex(deviceId, shardCount)]
 
-      const offlineAfterMs = (all: Array<Rule>, device: { spaceId: string | null; productId: string | null }) => {
-        const seconds = all.filter((r) => r.type === "offline" && applies(r, device)).map((r) => Number(r.config.afterSeconds))
-        return seconds.length === 0 ? null : Math.min(...seconds) * 1000
-      }
+    const wake = (shard: Shard) => {
+      if (!shard.stepping && !shard.wakeQueued) shard.wakeQueued = Queue.offerUnsafe(shard.mailbox, WAKE)
+    }
 
-      const publishAlert = (client: SqlClient, organisationId: string, deviceId: string, alertId: string) =>
-        getOne(client, alertQuery, organisationId, alertId).pipe(
-          Effect.flatMap((alert) => bus.deliver({ organisationId, deviceId, topic: alertTopic(deviceId), payload: JSON.stringify(alert) }))
+    // ---------------------------------------------------------------------------------
+    // Rules, read once per organisation and kept (re-read when they change)
+
+    const toRule = (organisationId: string) => (r: Record<string, unknown>): Rule => ({
+      id: String(r.id),
+      organisationId,
+      name: String(r.name),
+      type: r.type as Rule["type"],
+      autoResolve: r.auto_resolve === true,
+      config: (r.config ?? {}) as Record<string, unknown>,
+      productId: (r.product_id as string | null) ?? null,
+      spaceId: (r.space_id as string | null) ?? null
+    })
+
+    /** Reads the rules of the organisations not read yet (all of them with `reload`), one query. */
+    const loadRules = (organisationIds: ReadonlyArray<string>, reload = false) =>
+      Effect.gen(function*() {
+        const missing = [...new Set(organisationIds)].filter((id) => reload || !rules.has(id))
+        if (missing.length === 0) return
+        const rows = yield* sql.query<Record<string, unknown>>(
+          "SELECT * FROM alert_rules WHERE organisation_id = ANY($1::text[]) AND enabled",
+          [missing]
         )
-
-      const raise = (rule: Rule, deviceId: string, at: number, event: DeviceActivity["event"] | null, note: string) =>
-        Effect.gen(function*() {
-          const opened = yield* openOrRepeat(sql, {
-            organisationId: rule.organisationId,
-            ruleId: rule.id,
-            deviceId,
-            at,
-            event: event ?? null,
-            note
-          })
-          yield* publishAlert(sql, rule.organisationId, deviceId, opened.id)
-          if (opened.created) {
-            for (const listener of alertListeners) {
-              yield* listener({ alertId: opened.id, ruleId: rule.id, deviceId, organisationId: rule.organisationId })
-            }
-          }
-        })
-
-      const clear = (rule: Rule, deviceId: string, at: number) =>
-        Effect.gen(function*() {
-          if (!rule.autoResolve) return
-          const [open] = yield* sql.query<{ id: string }>(
-            "SELECT id FROM alerts WHERE alert_rule_id = $1 AND device_id = $2 AND resolved_at IS NULL",
-            [rule.id, deviceId]
-          )
-          if (open === undefined) return
-          yield* applyAlertEvent(sql, rule.organisationId, open.id, { type: "alert.cleared", at, autoResolve: true })
-          yield* publishAlert(sql, rule.organisationId, deviceId, open.id)
-        })
-
-      /** Serialised: the effects of one device's emissions happen in order. */
-      const perform = (effect: Effect.Effect<void, unknown>) => {
-        work = work.then(() => run(effect)).catch(() => undefined)
-      }
-
-      const onEmitted = (hostedDevice: { organisationId: string; spaceId: string | null; productId: string | null }) =>
-        (emitted: DeviceEmitted) => {
-          dirty.add(emitted.deviceId)
-          perform(Effect.gen(function*() {
-            const all = yield* Effect.promise(() => rulesOf(hostedDevice.organisationId))
-            if (emitted.type === "device.anomaly") {
-              const rule = all.find((r) => r.id === emitted.ruleId)
-              if (rule === undefined) return
-              if (emitted.verdict === "breach") {
-                yield* raise(rule, emitted.deviceId, emitted.at, null, `value ${emitted.z.toFixed(1)} standard deviations from its baseline`)
-              } else {
-                yield* clear(rule, emitted.deviceId, emitted.at)
-              }
-              return
-            }
-            for (const rule of all.filter((r) => r.type === "offline" && applies(r, hostedDevice))) {
-              if (emitted.type === "device.offline") {
-                yield* raise(rule, emitted.deviceId, emitted.at, null, `no sign of life since ${new Date(emitted.lastSeenAt ?? 0).toISOString()}`)
-              } else {
-                yield* clear(rule, emitted.deviceId, emitted.at)
-              }
-            }
-          }))
+        const read = new Map(missing.map((id) => [id, [] as Array<Rule>]))
+        for (const row of rows) {
+          const organisationId = String(row.organisation_id)
+          read.get(organisationId)?.push(toRule(organisationId)(row))
         }
+        // Replaced at once: a step never sees an organisation without its rules.
+        for (const [id, list] of read) rules.set(id, list)
+      })
 
-      const activate = (deviceId: string, now: number): Promise<Hosted | undefined> => {
-        const existing = hosted.get(deviceId)
-        if (existing !== undefined) return Promise.resolve(existing)
-        let pending = activating.get(deviceId)
-        if (pending === undefined) {
-          pending = run(Effect.gen(function*() {
-            const [device] = yield* sql.query<{ organisation_id: string; space_id: string | null; product_id: string | null; snapshot: unknown }>(
-              `SELECT d.organisation_id, d.space_id, d.product_id, a.snapshot
-               FROM devices d LEFT JOIN device_actors a ON a.device_id = d.id WHERE d.id = $1`,
-              [deviceId]
-            )
-            if (device === undefined) return undefined
-            const place = { organisationId: device.organisation_id, spaceId: device.space_id, productId: device.product_id }
-            const limit = offlineAfterMs(yield* Effect.promise(() => rulesOf(device.organisation_id)), place)
-            const actor = device.snapshot
-              ? createActor(deviceMachine, { input: { deviceId, offlineAfterMs: limit }, snapshot: device.snapshot as never })
-              : createActor(deviceMachine, { input: { deviceId, offlineAfterMs: limit } })
-            actor.on("*", onEmitted(place))
+    const offlineAfterMs = (all: ReadonlyArray<Rule>, device: Place) => {
+      const seconds = all.filter((r) => r.type === "offline" && applies(r, device)).map((r) => Number(r.config.afterSeconds))
+      return seconds.length === 0 ? null : Math.min(...seconds) * 1000
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Activation: many devices, one query
+
+    const load = (shard: Shard, ids: ReadonlyArray<string>, now: number) =>
+      Effect.gen(function*() {
+        const fresh = new Map<string, Hosted>()
+        for (let i = 0; i < ids.length; i += ACTIVATE_CHUNK) {
+          const rows = yield* sql.query<{ id: string; organisation_id: string; space_id: string | null; product_id: string | null; snapshot: unknown }>(
+            `SELECT d.id, d.organisation_id, d.space_id, d.product_id, a.snapshot
+             FROM devices d LEFT JOIN device_actors a ON a.device_id = d.id WHERE d.id = ANY($1::text[])`,
+            [ids.slice(i, i + ACTIVATE_CHUNK)]
+          )
+          yield* loadRules(rows.map((r) => r.organisation_id))
+          for (const row of rows) {
+            const place: Place = { organisationId: row.organisation_id, spaceId: row.space_id, productId: row.product_id }
+            const limit = offlineAfterMs(rules.get(place.organisationId) ?? [], place)
+            const deviceId = row.id
+            const input = { deviceId, offlineAfterMs: limit }
+            const actor = row.snapshot ? createActor(machine, { input, snapshot: row.snapshot as never }) : createActor(machine, { input })
+            actor.on("*", (emitted) => {
+              shard.effects.push({ _tag: "emitted", place, emitted })
+              shard.seqFx++
+              wake(shard)
+            })
+            actor.subscribe({
+              error: (cause) => {
+                // Inside a step the worker sees the error state itself; outside (a timer), tell it.
+                if (shard.stepping) return
+                shard.crashed.push({ deviceId, actor, cause })
+                shard.seqFx++
+                wake(shard)
+              }
+            })
             actor.start()
-            if (device.snapshot) {
+            if (row.snapshot) {
               actor.send({ type: "device.resumed", at: now })
               if (actor.getSnapshot().context.offlineAfterMs !== limit) actor.send({ type: "device.configured", offlineAfterMs: limit, at: now })
             }
-            const entry: Hosted = { actor, ...place, lastActiveAt: now }
-            hosted.set(deviceId, entry)
-            return entry
-          })).finally(() => activating.delete(deviceId))
-          activating.set(deviceId, pending)
+            fresh.set(deviceId, { actor, place, lastActiveAt: now })
+          }
         }
-        return pending
-      }
+        return fresh
+      }).pipe(Effect.retry({ schedule: STORE_RETRY, while: (e) => e._tag === "SqlError" }))
 
-      const handle = (a: DeviceActivity) => {
-        perform(Effect.gen(function*() {
-          const entry = yield* Effect.promise(() => activate(a.deviceId, a.at))
-          if (entry === undefined) return
-          entry.lastActiveAt = a.at
-          entry.actor.send({ type: "device.seen", at: a.at })
-          dirty.add(a.deviceId)
-          const event = a.event
-          if (event === undefined) return
-          const all = yield* Effect.promise(() => rulesOf(a.organisationId))
-          const anomalyRules = all
-            .filter((r) => r.type === "anomaly" && applies(r, entry) && r.config.eventName === event.name)
-            .map((r) => ({
-              id: r.id,
-              eventName: String(r.config.eventName),
-              path: r.config.path as string | undefined,
-              window: Number(r.config.window),
-              zScore: Number(r.config.zScore)
-            }))
-          if (anomalyRules.length > 0) {
-            entry.actor.send({ type: "device.measured", at: a.at, eventName: event.name, data: event.data, rules: anomalyRules })
-          }
-          for (const rule of all.filter((r) => r.type === "threshold" && applies(r, entry))) {
-            const verdict = evaluateThreshold(
-              {
-                eventName: String(rule.config.eventName),
-                path: rule.config.path as string | undefined,
-                min: rule.config.min as number | undefined,
-                max: rule.config.max as number | undefined
-              },
-              event.name,
-              event.data
-            )
-            if (verdict === "breach") yield* raise(rule, a.deviceId, a.at, event, `${event.name} out of range`)
-            if (verdict === "clear") yield* clear(rule, a.deviceId, a.at)
-          }
+    // ---------------------------------------------------------------------------------
+    // A step: the messages a shard took in hand, applied to its actors (synchronous)
+
+    const fail = (shard: Shard, deviceId: string, actor: Actor<DeviceMachine> | undefined, held: ReadonlyArray<DeviceActivity>, cause: unknown) => {
+      const entry = shard.hosted.get(deviceId)
+      if (entry !== undefined && (actor === undefined || entry.actor === actor)) {
+        shard.hosted.delete(deviceId)
+        entry.actor.stop()
+      }
+      dirty.delete(deviceId)
+      const existing = shard.failed.get(deviceId)
+      if (existing !== undefined) {
+        existing.held.push(...held)
+        return
+      }
+      shard.failed.set(deviceId, { held: [...held] })
+      shard.after.push(Effect.logWarning(`device actor ${deviceId} failed; restarting it from its last snapshot`, cause))
+      if (shard.replaying !== deviceId) shard.toRestart.push(deviceId)
+    }
+
+    const hold = (failed: Failed, a: DeviceActivity) => {
+      failed.held.push(a)
+      if (failed.held.length > HELD_MAX) failed.held.shift()
+    }
+
+    /** Sends one event; a failure (the actor's error state) hands the activity to its restart. */
+    const send = (shard: Shard, deviceId: string, entry: Hosted, event: Parameters<Actor<DeviceMachine>["send"]>[0], a: DeviceActivity) => {
+      try {
+        entry.actor.send(event)
+      } catch (cause) {
+        fail(shard, deviceId, entry.actor, [a], cause)
+        return false
+      }
+      const snapshot = entry.actor.getSnapshot()
+      if (snapshot.status === "error") {
+        fail(shard, deviceId, entry.actor, [a], snapshot.error)
+        return false
+      }
+      return true
+    }
+
+    const stepActivity = (shard: Shard, a: DeviceActivity) => {
+      const deviceId = a.deviceId
+      const failed = shard.failed.get(deviceId)
+      if (failed !== undefined) return hold(failed, a)
+      const entry = shard.hosted.get(deviceId)
+      if (entry === undefined) return // not a device (deleted meanwhile)
+      entry.lastActiveAt = a.at
+      dirty.add(deviceId)
+      if (!send(shard, deviceId, entry, { type: "device.seen", at: a.at }, a)) return
+      const event = a.event
+      if (event === undefined) return
+      const all = rules.get(entry.place.organisationId) ?? []
+      const anomalyRules = all
+        .filter((r) => r.type === "anomaly" && applies(r, entry.place) && r.config.eventName === event.name)
+        .map((r) => ({
+          id: r.id,
+          eventName: String(r.config.eventName),
+          path: r.config.path as string | undefined,
+          window: Number(r.config.window),
+          zScore: Number(r.config.zScore)
         }))
+      if (anomalyRules.length > 0) {
+        if (!send(shard, deviceId, entry, { type: "device.measured", at: a.at, eventName: event.name, data: event.data, rules: anomalyRules }, a)) return
       }
-
-      yield* activity.subscribe(handle)
-
-      /** Write-behind of snapshots; passivation of idle actors without a pending timer. */
-      const flush = Effect.gen(function*() {
-        const now = Date.now()
-        const ids = [...dirty]
-        dirty.clear()
-        const rows = ids.flatMap((id) => {
-          const entry = hosted.get(id)
-          return entry === undefined ? [] : [[id, JSON.stringify(entry.actor.getPersistedSnapshot())] as const]
-        })
-        if (rows.length > 0) {
-          yield* sql.query(
-            `INSERT INTO device_actors (device_id, snapshot, updated_at)
-             SELECT u.id, u.snapshot::jsonb, $3 FROM unnest($1::text[], $2::text[]) AS u(id, snapshot)
-             WHERE EXISTS (SELECT 1 FROM devices d WHERE d.id = u.id)
-             ON CONFLICT (device_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_at = EXCLUDED.updated_at`,
-            [rows.map((r) => r[0]), rows.map((r) => r[1]), now]
-          )
+      for (const rule of all) {
+        if (rule.type !== "threshold" || !applies(rule, entry.place)) continue
+        const verdict = evaluateThreshold(
+          {
+            eventName: String(rule.config.eventName),
+            path: rule.config.path as string | undefined,
+            min: rule.config.min as number | undefined,
+            max: rule.config.max as number | undefined
+          },
+          event.name,
+          event.data
+        )
+        if (verdict !== "none") {
+          shard.effects.push({ _tag: "threshold", rule, deviceId, verdict, at: a.at, event })
+          shard.seqFx++
         }
-        for (const [id, entry] of hosted) {
-          if (entry.actor.getSnapshot().value !== "online" && now - entry.lastActiveAt > PASSIVATE_AFTER_MS && !dirty.has(id)) {
-            entry.actor.stop()
-            hosted.delete(id)
+      }
+    }
+
+    const step = (shard: Shard, messages: ReadonlyArray<Message>, fresh: Map<string, Hosted>) => {
+      const completions = shard.after
+      const crashed = shard.crashed.splice(0)
+      shard.stepping = true
+      try {
+        for (const c of crashed) fail(shard, c.deviceId, c.actor, [], c.cause)
+        for (const m of messages) {
+          switch (m._tag) {
+            case "activity": {
+              const id = m.activity.deviceId
+              if (!shard.hosted.has(id) && !shard.failed.has(id)) {
+                const entry = fresh.get(id)
+                if (entry === undefined) continue
+                fresh.delete(id)
+                shard.hosted.set(id, entry)
+              }
+              stepActivity(shard, m.activity)
+              break
+            }
+            case "restart": {
+              const failed = shard.failed.get(m.deviceId)
+              const entry = fresh.get(m.deviceId)
+              fresh.delete(m.deviceId)
+              if (failed === undefined || entry === undefined) {
+                entry?.actor.stop()
+                shard.failed.delete(m.deviceId)
+                completions.push(Deferred.succeed(m.outcome, undefined).pipe(Effect.asVoid))
+                break
+              }
+              shard.failed.delete(m.deviceId)
+              shard.hosted.set(m.deviceId, entry)
+              dirty.add(m.deviceId)
+              if (m.dropHeld) {
+                if (failed.held.length > 0) {
+                  completions.push(Effect.logWarning(`device actor ${m.deviceId}: ${failed.held.length} messages dropped after repeated failures`))
+                }
+              } else {
+                shard.replaying = m.deviceId
+                for (const a of failed.held) stepActivity(shard, a)
+                shard.replaying = undefined
+              }
+              completions.push(
+                (shard.failed.has(m.deviceId) ? Deferred.fail(m.outcome, new ActorFailed({ deviceId: m.deviceId })) : Deferred.succeed(m.outcome, undefined)).pipe(
+                  Effect.asVoid
+                )
+              )
+              break
+            }
+            case "passivate": {
+              for (const [id, entry] of shard.hosted) {
+                if (entry.actor.getSnapshot().value !== "online" && m.now - entry.lastActiveAt > PASSIVATE_AFTER_MS && !dirty.has(id)) {
+                  entry.actor.stop()
+                  shard.hosted.delete(id)
+                }
+              }
+              break
+            }
+            case "wake":
+              break
+          }
+        }
+      } finally {
+        shard.stepping = false
+        shard.replaying = undefined
+      }
+      // Activated for nothing (their messages were held): not kept.
+      for (const entry of fresh.values()) entry.actor.stop()
+      return crashed.length
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Effects: what the actors emitted, applied in batches
+
+    type Op =
+      | { readonly kind: "raise"; readonly raise: AlertRaise }
+      | { readonly kind: "clear"; readonly rule: Rule; readonly deviceId: string; readonly at: number }
+
+    const toOps = (pending: ReadonlyArray<Pending>) => {
+      /** Per (rule, device), in order: the i-th op of every key makes round i. */
+      const byKey = new Map<string, Array<Op>>()
+      const add = (ruleId: string, deviceId: string, op: Op) => {
+        const key = `${ruleId} ${deviceId}`
+        const list = byKey.get(key)
+        if (list === undefined) byKey.set(key, [op])
+        else list.push(op)
+      }
+      const raise = (rule: Rule, deviceId: string, at: number, event: AlertRaise["event"], note: string) =>
+        add(rule.id, deviceId, { kind: "raise", raise: { organisationId: rule.organisationId, ruleId: rule.id, deviceId, at, event, note } })
+      const clear = (rule: Rule, deviceId: string, at: number) => {
+        if (rule.autoResolve) add(rule.id, deviceId, { kind: "clear", rule, deviceId, at })
+      }
+      for (const p of pending) {
+        if (p._tag === "threshold") {
+          if (p.verdict === "breach") raise(p.rule, p.deviceId, p.at, p.event, `${p.event.name} out of range`)
+          else clear(p.rule, p.deviceId, p.at)
+          continue
+        }
+        const emitted = p.emitted
+        const all = rules.get(p.place.organisationId) ?? []
+        if (emitted.type === "device.anomaly") {
+          const rule = all.find((r) => r.id === emitted.ruleId)
+          if (rule === undefined) continue
+          if (emitted.verdict === "breach") {
+            raise(rule, emitted.deviceId, emitted.at, null, `value ${emitted.z.toFixed(1)} standard deviations from its baseline`)
+          } else {
+            clear(rule, emitted.deviceId, emitted.at)
+          }
+          continue
+        }
+        for (const rule of all) {
+          if (rule.type !== "offline" || !applies(rule, p.place)) continue
+          if (emitted.type === "device.offline") {
+            raise(rule, emitted.deviceId, emitted.at, null, `no sign of life since ${new Date(emitted.lastSeenAt ?? 0).toISOString()}`)
+          } else {
+            clear(rule, emitted.deviceId, emitted.at)
+          }
+        }
+      }
+      const rounds: Array<Array<Op>> = []
+      for (const list of byKey.values()) {
+        list.forEach((op, i) => (rounds[i] ??= []).push(op))
+      }
+      return rounds
+    }
+
+    const publishAlerts = (alerts: ReadonlyArray<AlertJson>) =>
+      Effect.sync(() => {
+        for (const alert of alerts) {
+          const deviceId = alert.device?.id
+          if (deviceId === undefined) continue
+          bus.send({ organisationId: organisationOf(alert), deviceId, topic: alertTopic(deviceId), payload: JSON.stringify(alert) })
+        }
+      })
+
+    const organisationIds = new Map<string, string>()
+    const organisationOf = (alert: AlertJson) => organisationIds.get(alert.alertRule.id) ?? ""
+
+    const applyRound = (round: ReadonlyArray<Op>) =>
+      Effect.gen(function*() {
+        const raises: Array<AlertRaise> = []
+        const clears: Array<{ ruleId: string; deviceId: string; event: { type: "alert.cleared"; at: number; autoResolve: true } }> = []
+        for (const op of round) {
+          if (op.kind === "raise") {
+            raises.push(op.raise)
+            organisationIds.set(op.raise.ruleId, op.raise.organisationId)
+          } else {
+            clears.push({ ruleId: op.rule.id, deviceId: op.deviceId, event: { type: "alert.cleared", at: op.at, autoResolve: true } })
+            organisationIds.set(op.rule.id, op.rule.organisationId)
+          }
+        }
+        const { opened, repeats } = yield* openMany(sql, raises)
+        const repeated = yield* transitionOpen(sql, repeats.map((r) => ({ ruleId: r.ruleId, deviceId: r.deviceId, event: { type: "alert.repeated" as const, at: r.at } })))
+        const cleared = yield* transitionOpen(sql, clears)
+        yield* publishAlerts(opened)
+        yield* publishAlerts(repeated)
+        yield* publishAlerts(cleared)
+        if (alertListeners.length > 0) {
+          for (const alert of opened) {
+            if (alert.device === null) continue
+            yield* Queue.offer(notices, { alertId: alert.id, ruleId: alert.alertRule.id, deviceId: alert.device.id, organisationId: organisationOf(alert) })
           }
         }
       })
-      yield* Effect.forkScoped(Effect.repeat(flush.pipe(Effect.ignore), Schedule.spaced(SNAPSHOT_EVERY)))
-      yield* Effect.addFinalizer(() =>
-        Effect.promise(() => work).pipe(Effect.andThen(flush), Effect.ignore, Effect.andThen(Effect.sync(() => hosted.forEach((h) => h.actor.stop()))))
+
+    const writeSnapshots = (entries: ReadonlyArray<readonly [string, Hosted]>, now: number) =>
+      entries.length === 0 ? Effect.void : sql.query(
+        `INSERT INTO device_actors (device_id, snapshot, updated_at)
+         SELECT u.id, u.snapshot::jsonb, $3 FROM unnest($1::text[], $2::text[]) AS u(id, snapshot)
+         WHERE EXISTS (SELECT 1 FROM devices d WHERE d.id = u.id)
+         ON CONFLICT (device_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_at = EXCLUDED.updated_at`,
+        [entries.map((e) => e[0]), entries.map((e) => JSON.stringify(e[1].actor.getPersistedSnapshot())), now]
+      ).pipe(Effect.asVoid)
+
+    const applyEffects = (shard: Shard, pending: ReadonlyArray<Pending>) =>
+      Effect.gen(function*() {
+        if (pending.length === 0) return
+        yield* loadRules(pending.map((p) => p._tag === "emitted" ? p.place.organisationId : p.rule.organisationId))
+        for (const round of toOps(pending)) yield* applyRound(round)
+        // Emitted and applied: written now, so a restart from the snapshot does not emit it again.
+        const emitters = new Set(pending.flatMap((p) => p._tag === "emitted" ? [p.emitted.deviceId] : []))
+        const entries = [...emitters].flatMap((id) => {
+          const entry = shard.hosted.get(id)
+          return entry === undefined ? [] : [[id, entry] as const]
+        })
+        yield* writeSnapshots(entries, Date.now())
+        for (const [id] of entries) dirty.delete(id)
+      }).pipe(
+        Effect.tapError((e: SqlError) => Effect.logWarning(`supervisor: applying ${pending.length} effects failed, retrying: ${e.message}`)),
+        Effect.retry({ schedule: STORE_RETRY, while: (e) => e._tag === "SqlError" })
       )
 
-      // Timers survive restarts: every device that was online when its snapshot was written
-      // is rehydrated now and resumes its deadline for what is left of it.
-      const watched = yield* sql.query<{ device_id: string }>("SELECT device_id FROM device_actors WHERE snapshot->>'value' = 'online'")
-      const now = Date.now()
-      yield* Effect.forEach(watched, (row) => Effect.promise(() => activate(row.device_id, now)), { concurrency: 16, discard: true })
+    // ---------------------------------------------------------------------------------
+    // The shard worker
 
-      return Supervisor.of({
-        active: () => hosted.size,
-        rulesChanged: (organisationId) =>
-          Effect.promise(async () => {
-            rules.delete(organisationId)
-            const all = await rulesOf(organisationId)
-            const at = Date.now()
-            for (const [, entry] of hosted) {
-              if (entry.organisationId !== organisationId) continue
-              const limit = offlineAfterMs(all, entry)
-              if (entry.actor.getSnapshot().context.offlineAfterMs !== limit) {
-                entry.actor.send({ type: "device.configured", offlineAfterMs: limit, at })
-                dirty.add(entry.actor.getSnapshot().context.deviceId)
-              }
-            }
-          }),
-        settled: () => work,
-        onAlertOpened: (listener) => {
-          alertListeners.push(listener)
+    const fromOverflow = (overflow: Map<string, Coalesced>): Array<Message> => {
+      const out: Array<Message> = []
+      for (const c of overflow.values()) {
+        let last = -Infinity
+        for (const a of c.events) {
+          out.push({ _tag: "activity", activity: a })
+          last = Math.max(last, a.at)
+        }
+        if (c.seenAt > last) out.push({ _tag: "activity", activity: { organisationId: c.organisationId, deviceId: c.deviceId, at: c.seenAt } })
+      }
+      return out
+    }
+
+    const iteration = (shard: Shard) =>
+      Effect.gen(function*() {
+        const taken = yield* Queue.takeAll(shard.mailbox)
+        // Synchronous up to the first yield below: all handed over before `markIn` is in hand.
+        shard.wakeQueued = false
+        const messages: Array<Message> = taken.filter((m) => m._tag !== "wake")
+        let takenIn = messages.length
+        if (shard.overflow.size > 0) {
+          const overflow = shard.overflow
+          shard.overflow = new Map()
+          for (const c of overflow.values()) takenIn += c.count
+          for (const m of fromOverflow(overflow)) messages.push(m)
+        }
+        if (shard.droppedEvaluations > 0) {
+          yield* Effect.logWarning(`supervisor shard ${shard.index}: mailbox full, ${shard.droppedEvaluations} event evaluations dropped (signs of life kept)`)
+          shard.droppedEvaluations = 0
+        }
+
+        const missing = new Set<string>()
+        for (const m of messages) {
+          if (m._tag === "restart") missing.add(m.deviceId)
+          else if (m._tag === "activity" && !shard.hosted.has(m.activity.deviceId) && !shard.failed.has(m.activity.deviceId)) {
+            missing.add(m.activity.deviceId)
+          }
+        }
+        const now = Date.now()
+        const fresh = missing.size > 0 ? yield* load(shard, [...missing], now) : new Map<string, Hosted>()
+        yield* loadRules(messages.flatMap((m) => m._tag === "activity" ? [m.activity.organisationId] : [])).pipe(
+          Effect.retry({ schedule: STORE_RETRY, while: (e) => e._tag === "SqlError" })
+        )
+        const crashed = step(shard, messages, fresh)
+
+        const pending = shard.effects
+        shard.effects = []
+        const takenFx = crashed + pending.length
+        yield* applyEffects(shard, pending)
+        yield* Effect.all(shard.after.splice(0), { discard: true })
+        for (const id of shard.toRestart.splice(0)) yield* FiberMap.run(restarts, id, superviseRestart(shard, id), { onlyIfMissing: true })
+
+        shard.doneIn += takenIn
+        shard.doneFx += takenFx
+        if (shard.waiters.length > 0) {
+          const waiting = shard.waiters
+          shard.waiters = []
+          for (const w of waiting) {
+            if (shard.doneIn >= w.in && shard.doneFx >= w.fx) w.resolve()
+            else shard.waiters.push(w)
+          }
         }
       })
+
+    const runShard = (shard: Shard) =>
+      Effect.forever(iteration(shard)).pipe(
+        Effect.catchDefect((defect) =>
+          Effect.logError(`supervisor shard ${shard.index} failed; restarting it`, defect).pipe(
+            Effect.andThen(Effect.fail(new ShardFailed({ shard: shard.index })))
+          )
+        ),
+        Effect.retry(SHARD_RESTART)
+      )
+
+    /** Restarts a failed actor: at once, then with `restartSchedule` while the replay fails again. */
+    const superviseRestart = (shard: Shard, deviceId: string) => {
+      let attempt = 0
+      const attemptOnce = (dropHeld: boolean) =>
+        Effect.gen(function*() {
+          attempt++
+          options.onRestart?.(deviceId, attempt)
+          const outcome = yield* Deferred.make<void, ActorFailed>()
+          yield* enqueue(shard, { _tag: "restart", deviceId, dropHeld, outcome })
+          yield* Deferred.await(outcome)
+        })
+      return attemptOnce(false).pipe(
+        Effect.retry(restartSchedule),
+        Effect.catchTag("ActorFailed", () => attemptOnce(true)),
+        Effect.catchCause((cause) => Effect.logError(`device actor ${deviceId} could not be restarted`, cause))
+      )
+    }
+
+    // ---------------------------------------------------------------------------------
+    // Producers
+
+    const coalesce = (shard: Shard, a: DeviceActivity) => {
+      let c = shard.overflow.get(a.deviceId)
+      if (c === undefined) {
+        c = { organisationId: a.organisationId, deviceId: a.deviceId, count: 0, seenAt: a.at, events: [] }
+        shard.overflow.set(a.deviceId, c)
+      }
+      c.count++
+      c.seenAt = Math.max(c.seenAt, a.at)
+      if (a.event !== undefined) {
+        c.events.push(a)
+        if (c.events.length > OVERFLOW_EVENTS) {
+          c.events.shift()
+          shard.droppedEvaluations++
+        }
+      }
+    }
+
+    const publish = (a: DeviceActivity) => {
+      const shard = shardOf(a.deviceId)
+      shard.seqIn++
+      if (shard.overflow.size === 0 && Queue.offerUnsafe(shard.mailbox, { _tag: "activity", activity: a })) return
+      coalesce(shard, a)
+    }
+
+    /** Into the mailbox, suspending while it is full. */
+    const enqueue = (shard: Shard, message: Message) =>
+      Queue.offer(shard.mailbox, message).pipe(
+        // Counted once in (it may even have been applied already: `settled` compares counts).
+        Effect.andThen(Effect.sync(() => {
+          shard.seqIn++
+        }))
+      )
+
+    const offer = (a: DeviceActivity) => Effect.suspend(() => enqueue(shardOf(a.deviceId), { _tag: "activity", activity: a }))
+
+    const settled = () =>
+      Promise.all(
+        shards.map((shard) =>
+          shard.doneIn >= shard.seqIn && shard.doneFx >= shard.seqFx
+            ? undefined
+            : new Promise<void>((resolve) => shard.waiters.push({ in: shard.seqIn, fx: shard.seqFx, resolve }))
+        )
+      ).then(() => undefined)
+
+    // ---------------------------------------------------------------------------------
+    // Start: rehydrate, subscribe, run the shards and the notifiers
+
+    // Handed over from now on; taken once the shards run, after the rehydration.
+    yield* activity.subscribe({ publish, offer })
+
+    // Timers survive restarts: every device that was online when its snapshot was written
+    // is rehydrated now (a query per 5,000) and resumes its deadline for what is left of it.
+    const watched = yield* sql.query<{ device_id: string }>("SELECT device_id FROM device_actors WHERE snapshot->>'value' = 'online'")
+    const started = Date.now()
+    const byShard = new Map<Shard, Array<string>>()
+    for (const row of watched) {
+      const shard = shardOf(row.device_id)
+      const list = byShard.get(shard)
+      if (list === undefined) byShard.set(shard, [row.device_id])
+      else list.push(row.device_id)
+    }
+    yield* Effect.forEach(byShard, ([shard, ids]) =>
+      load(shard, ids, started).pipe(Effect.map((fresh) => {
+        for (const [id, entry] of fresh) shard.hosted.set(id, entry)
+      })), { concurrency: 4, discard: true })
+
+    for (const shard of shards) yield* FiberMap.run(workers, shard.index, runShard(shard))
+    for (let i = 0; i < NOTIFY_CONCURRENCY; i++) {
+      yield* Effect.forkScoped(Effect.forever(
+        Queue.take(notices).pipe(
+          Effect.flatMap((opened) => Effect.forEach(alertListeners, (listener) => listener(opened), { discard: true })),
+          Effect.catchCause((cause) => Effect.logError("alert-opened listener failed", cause))
+        )
+      ))
+    }
+
+    /** Write-behind of snapshots; then each shard passivates its idle actors without a pending timer. */
+    const flush = Effect.gen(function*() {
+      const now = Date.now()
+      const ids = [...dirty]
+      dirty.clear()
+      const entries = ids.flatMap((id) => {
+        const entry = shardOf(id).hosted.get(id)
+        return entry === undefined ? [] : [[id, entry] as const]
+      })
+      yield* writeSnapshots(entries, now)
+      for (const shard of shards) {
+        if (shard.hosted.size > 0) {
+          if (Queue.offerUnsafe(shard.mailbox, { _tag: "passivate", now })) shard.seqIn++
+        }
+      }
     })
-  )
+    yield* Effect.forkScoped(Effect.repeat(flush.pipe(Effect.ignore), Schedule.spaced(SNAPSHOT_EVERY)))
+    yield* Effect.addFinalizer(() =>
+      Effect.promise(settled).pipe(
+        Effect.timeout(Duration.seconds(10)),
+        Effect.ignore,
+        Effect.andThen(flush),
+        Effect.ignore,
+        Effect.andThen(Effect.sync(() => {
+          for (const shard of shards) shard.hosted.forEach((h) => h.actor.stop())
+        }))
+      )
+    )
+
+    return Supervisor.of({
+      active: () => shards.reduce((n, s) => n + s.hosted.size, 0),
+      rulesChanged: (organisationId) =>
+        Effect.gen(function*() {
+          yield* loadRules([organisationId], true).pipe(Effect.orDie)
+          const all = rules.get(organisationId) ?? []
+          const at = Date.now()
+          for (const shard of shards) {
+            for (const [id, entry] of shard.hosted) {
+              if (entry.place.organisationId !== organisationId) continue
+              const limit = offlineAfterMs(all, entry.place)
+              if (entry.actor.getSnapshot().context.offlineAfterMs !== limit) {
+                entry.actor.send({ type: "device.configured", offlineAfterMs: limit, at })
+                dirty.add(id)
+              }
+            }
+          }
+        }),
+      settled,
+      onAlertOpened: (listener) => {
+        alertListeners.push(listener)
+      }
+    })
+  })
+
+export class Supervisor extends Context.Service<Supervisor, SupervisorService>()("voltaic/supervisor/Supervisor") {
+  static readonly layer = Layer.effect(Supervisor, make())
+  /** The same with other settings (tests: a failing machine, a small mailbox, a fast restart schedule). */
+  static readonly layerWith = (options: SupervisorOptions) => Layer.effect(Supervisor, make(options))
 }
