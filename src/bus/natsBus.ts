@@ -43,9 +43,12 @@ export const makeNatsBus = (url: string) =>
         (sub) => Effect.sync(() => sub.unsubscribe())
       ).pipe(Effect.asVoid)
 
+    const send = (delivery: Delivery) => nc.publish(trafficSubject(delivery.deviceId), encoder.encode(JSON.stringify(delivery)))
+
     const bus: BusService = {
       kind: "nats",
-      deliver: (delivery) => Effect.sync(() => nc.publish(trafficSubject(delivery.deviceId), encoder.encode(JSON.stringify(delivery)))),
+      deliver: (delivery) => Effect.sync(() => send(delivery)),
+      send,
       onDelivery: (handler) => subscribe(TRAFFIC_WILDCARD, (text) => JSON.parse(text) as Delivery, handler),
       control: (message) => Effect.sync(() => nc.publish(CONTROL_SUBJECT, encoder.encode(JSON.stringify(message)))),
       onControl: (handler) => subscribe(CONTROL_SUBJECT, (text) => JSON.parse(text) as ControlMessage, handler)
