@@ -1,4 +1,4 @@
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Exit, Layer } from "effect"
 import type { Principal } from "../auth/Principal.ts"
 import { Bus } from "../bus/Bus.ts"
 import { Activity } from "./Activity.ts"
@@ -6,7 +6,7 @@ import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
 import { newId, newSecret } from "../domain/ids.ts"
 import { hashSecret } from "../auth/secrets.ts"
-import { energyReadingOf } from "../energy/readings.ts"
+import { energyReadingOf, isEnergyKind } from "../energy/readings.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
 import { type EventFile, Writer } from "../store/Writer.ts"
 import { type CommandRunInput, type DeviceRef, type EventInput, type LocationInput, MAX_EVENT_DATA_BYTES } from "./schemas.ts"
@@ -54,6 +54,18 @@ export interface IngestService {
   event(envelope: Envelope<EventInput & { readonly file?: EventFile | undefined }>): Effect.Effect<EventJson, IngestError>
   location(envelope: Envelope<LocationInput>): Effect.Effect<LocationJson, IngestError>
   runCommand(envelope: Envelope<CommandRunInput>): Effect.Effect<CommandRunJson & { command: { id: string } }, IngestError>
+  /**
+   * `event` without a fiber for the common case: no file, no energy reading, and a device
+   * known without asking the store. `done` is called once the event is stored and delivered
+   * (or not stored); false, without calling `done`, means "use `event`" (which also answers
+   * every refusal). `wait`: the sender is held back by its transport, so the writer may queue
+   * it beyond the limit at which others are refused.
+   */
+  submitEvent(
+    envelope: Envelope<EventInput>,
+    done: (exit: Exit.Exit<EventJson, SqlError>) => void,
+    wait?: boolean
+  ): boolean
   /** Forgets cached device ownership (after a device is deleted). */
   forgetDevices(): void
 }
@@ -174,6 +186,36 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           return json
         })
 
+      /** The device an envelope is for when that needs neither the store nor a refusal. */
+      const knownDevice = (principal: Principal, ref: DeviceRef | undefined): string | undefined => {
+        if (principal.kind === "device") return ref?.id === undefined || ref.id === principal.id ? principal.id : undefined
+        if (principal.kind !== "app" || principal.readOnly || ref?.id === undefined) return undefined
+        return owners.get(ref.id) === principal.organisationId ? ref.id : undefined
+      }
+
+      const submitEvent: IngestService["submitEvent"] = (envelope, done, wait) => {
+        const input = envelope.payload
+        if (isEnergyKind(input.name)) return false
+        const deviceId = knownDevice(envelope.principal, envelope.device)
+        if (deviceId === undefined) return false
+        const data = input.data === undefined ? null : JSON.stringify(input.data)
+        if (data !== null && data.length > MAX_EVENT_DATA_BYTES) return false
+        const organisationId = envelope.principal.organisationId
+        const now = Date.now()
+        const id = newId("evt", now)
+        const timestamp = input.timestamp ?? now
+        const row = { id, organisationId, deviceId, name: input.name, data, timestamp, receivedAt: now, protocol: envelope.protocol }
+        return writer.submit({ _tag: "event", row }, (exit) => {
+          if (Exit.isFailure(exit)) return done(Exit.failCause(exit.cause))
+          const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
+          activity.publish({ organisationId, deviceId, at: now, event: { id, name: input.name, data: json.data, timestamp } })
+          // The stored JSON text of `data` is reused rather than serialised again.
+          const payload = `{"id":"${id}","name":${JSON.stringify(input.name)},"data":${data ?? "null"},"timestamp":${timestamp},"device":{"id":${JSON.stringify(deviceId)}}}`
+          bus.send({ organisationId, deviceId, topic: eventTopic(deviceId, input.name), payload })
+          done(Exit.succeed(json))
+        }, wait)
+      }
+
       const location: IngestService["location"] = (envelope) =>
         Effect.gen(function*() {
           const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
@@ -274,7 +316,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           return { ...run, command: { id: command.id } }
         })
 
-      return Ingest.of({ event, location, runCommand, forgetDevices: () => owners.clear() })
+      return Ingest.of({ event, submitEvent, location, runCommand, forgetDevices: () => owners.clear() })
     })
   )
 }

@@ -56,6 +56,7 @@ const recording = (outcome: (envelope: Envelope<unknown>) => Effect.Effect<never
         device: { id: "dev_1" }
       }),
     runCommand: () => Effect.die("not used over CoAP"),
+    submitEvent: () => false,
     forgetDevices: () => undefined
   }
   return { envelopes, layer: Layer.succeed(Ingest, Ingest.of(service)) }

@@ -29,6 +29,7 @@ const gatedIngest = (received: Deferred.Deferred<void>, release: Deferred.Deferr
         ),
       location: () => Effect.die("not used"),
       runCommand: () => Effect.die("not used"),
+      submitEvent: () => false,
       forgetDevices: () => undefined
     })
   )

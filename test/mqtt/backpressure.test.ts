@@ -34,6 +34,7 @@ describe("MQTT publish acknowledgement", () => {
         ),
       location: () => Effect.die("not used"),
       runCommand: () => Effect.die("not used"),
+      submitEvent: () => false,
       forgetDevices: () => {}
     }))
     const SqlFake = Layer.succeed(Sql, {

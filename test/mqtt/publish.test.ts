@@ -1,6 +1,7 @@
 import { Effect, Exit } from "effect"
 import { describe, expect, it } from "vitest"
 import { decodePublish } from "../../src/adapters/mqtt/publish.ts"
+import { eventInput } from "../../src/ingest/schemas.ts"
 
 const decode = (topic: string, payload: string | Uint8Array) => Effect.runSync(Effect.exit(decodePublish(topic, payload)))
 const decoded = (topic: string, payload: string | Uint8Array) => {
@@ -33,6 +34,28 @@ describe("MQTT publish payloads (API-DECISIONS \"MQTT\")", () => {
     expect(dataOf("devices/dev_1/events/t", '{"data":1,"unit":"W"}')).toEqual({ data: 1, unit: "W" })
     expect(dataOf("devices/dev_1/events/t", '{"timestamp":5}')).toEqual({ timestamp: 5 })
     expect(refusedField("devices/dev_1/events/t", '{"data":1,"timestamp":"yesterday"}')).toBe("timestamp")
+  })
+
+  it("takes on a device's event topic exactly what the eventInput schema takes (the hand-checked common case)", () => {
+    const payloads = [
+      '{"data":1}', '{"data":1,"timestamp":0}', '{"data":1,"timestamp":1700000000000}', '{"data":1,"timestamp":-1}',
+      '{"data":1,"timestamp":1.5}', '{"data":1,"timestamp":8640000000000000}', '{"data":1,"timestamp":8640000000000001}',
+      '{"data":1,"timestamp":"2024-01-02T03:04:05Z"}', '{"data":1,"timestamp":"nope"}', '{"data":1,"timestamp":null}',
+      '{"data":1,"timestamp":1e300}', '{"data":null}', '{"data":{"x":[1,"a"]}}', '{"timestamp":5}', "[]", '"x"', "0"
+    ]
+    for (const name of ["t", "x".repeat(200), "x".repeat(201), "é"]) {
+      for (const payload of payloads) {
+        const value: unknown = JSON.parse(payload)
+        const fields = typeof value === "object" && value !== null && !Array.isArray(value) && "data" in value ? value : { data: value }
+        const expected = eventInput.safeParse({ ...fields, name })
+        const exit = decode(`devices/dev_1/events/${name}`, payload)
+        expect(Exit.isSuccess(exit), `${name.slice(0, 5)} ${payload}`).toBe(expected.success)
+        if (Exit.isSuccess(exit) && expected.success) {
+          expect(exit.value.input).toMatchObject({ name: expected.data.name, timestamp: expected.data.timestamp })
+          expect("data" in exit.value.input ? exit.value.input.data : undefined).toEqual(expected.data.data)
+        }
+      }
+    }
   })
 
   it("reads the name from the payload on the short events topic", () => {

@@ -46,8 +46,13 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
 
   it("writes concurrent items in few batches and resolves each after its commit", async () => {
     const batches: Array<number> = []
+    // A batch of plain events is one statement on its own; any other batch is a transaction.
     const counting: SqlClient = {
       ...sql,
+      query: (text, params) => {
+        if (text.includes("INSERT INTO events")) batches.push(0)
+        return sql.query(text, params)
+      },
       transaction: (f) => {
         batches.push(0)
         return sql.transaction(f)
@@ -86,6 +91,73 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
       expect(reason?.error._tag).toBe("Unavailable")
     }
     expect(await count("events WHERE timestamp >= 3000 AND timestamp < 4000")).toBe(20)
+  })
+
+  it("lets a sender that can wait queue beyond maxPending, up to maxWaiting", async () => {
+    const writer = makeWriter(sql, { maxBatch: 10, maxPending: 5, maxWaiting: 15 })
+    const results: Array<Promise<Exit.Exit<void, unknown>>> = []
+    let taken = 0
+    for (let i = 0; i < 30; i++) {
+      const item = event(4_000 + i)
+      let answer: (exit: Exit.Exit<void, unknown>) => void = () => {}
+      const result = new Promise<Exit.Exit<void, unknown>>((resolve) => (answer = resolve))
+      if (writer.service.submit(item, answer, true)) {
+        taken += 1
+        results.push(result)
+      }
+    }
+    expect(taken).toBe(15)
+    // The others are still refused at maxPending.
+    expect(await Effect.runPromiseExit(writer.service.write(event(4_100)))).toSatisfy(Exit.isFailure)
+    expect((await Promise.all(results)).every(Exit.isSuccess)).toBe(true)
+    expect(await count("events WHERE timestamp >= 4000 AND timestamp < 5000")).toBe(15)
+  })
+
+  it("writes two batches at once, answers them in order, and does not deadlock on shared devices", async () => {
+    const writer = makeWriter(sql, { maxBatch: 50, maxPending: 10_000, maxFlushes: 2 })
+    const order: Array<number> = []
+    const items = Array.from({ length: 1_000 }, (_, i) => event(5_000 + i, i % 2 === 0 ? "dev_w" : "dev_w2"))
+    // Submitted over several turns so that batches overlap.
+    const done: Array<Promise<void>> = []
+    for (let turn = 0; turn < 10; turn++) {
+      for (const [i, item] of items.slice(turn * 100, turn * 100 + 100).entries()) {
+        const index = turn * 100 + i
+        done.push(new Promise<void>((resolve, reject) => {
+          writer.service.submit(item, (exit) => {
+            order.push(index)
+            return Exit.isSuccess(exit) ? resolve() : reject(new Error(String(exit.cause)))
+          })
+        }))
+      }
+      await new Promise((resolve) => setImmediate(resolve))
+    }
+    await Promise.all(done)
+    expect(order).toEqual(items.map((_, i) => i))
+    expect(await count("events WHERE timestamp >= 5000 AND timestamp < 6000")).toBe(1_000)
+    await writer.close()
+    expect(writer.service.pending()).toBe(0)
+  })
+
+  it("stores data as sent: JSON null, no data, strings and names that need escaping", async () => {
+    const writer = makeWriter(sql)
+    const row = (id: string, data: string | null, name: string): WriteItem => ({
+      _tag: "event",
+      row: { id, organisationId: "org_w", deviceId: "dev_w2", name, data, timestamp: 7_000, receivedAt: 7_000, protocol: "mqtt" }
+    })
+    await Promise.all([
+      Effect.runPromise(writer.service.write(row("evt_d1", "null", "plain"))),
+      Effect.runPromise(writer.service.write(row("evt_d2", null, "quote\"back\\slash"))),
+      Effect.runPromise(writer.service.write(row("evt_d3", JSON.stringify({ s: "a\"b\\c\n", n: [1.5, -2e300], u: "é€😀" }), "ünï")))
+    ])
+    const rows = await Effect.runPromise(sql.query<{ id: string; name: string; kind: string | null; data: unknown }>(
+      "SELECT id, name, jsonb_typeof(data) AS kind, data FROM events WHERE id LIKE 'evt_d%' ORDER BY id"
+    ))
+    expect(rows.map((r) => [r.id, r.name, r.kind])).toEqual([
+      ["evt_d1", "plain", "null"],
+      ["evt_d2", "quote\"back\\slash", null],
+      ["evt_d3", "ünï", "object"]
+    ])
+    expect(rows[2].data).toEqual({ s: "a\"b\\c\n", n: [1.5, -2e300], u: "é€😀" })
   })
 
   it("writes locations and command runs in the same batches", async () => {

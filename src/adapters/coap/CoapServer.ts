@@ -74,6 +74,13 @@ const transferKey = (from: RemoteInfo, packet: ParsedPacket): string => {
   return `${from.address}|${from.port}|${path}|${tag === undefined ? "" : tag.value.toString("hex")}`
 }
 
+/**
+ * Receive buffer asked of the kernel (which caps it at `net.core.rmem_max`). The default
+ * (~208 KiB) overflowed whenever the event loop stalled with 1,000 devices each sending, and
+ * every dropped datagram cost its device a 2–3 s retransmission.
+ */
+const RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024
+
 /** A UDP socket bound to the configured address (no SO_REUSEADDR: a port in use fails), closed with the scope. */
 const bind = (options: ListenOptions) =>
   Effect.acquireRelease(
@@ -86,6 +93,11 @@ const bind = (options: ListenOptions) =>
       socket.once("error", onError)
       socket.bind(options.port, options.host, () => {
         socket.off("error", onError)
+        try {
+          socket.setRecvBufferSize(RECEIVE_BUFFER_BYTES)
+        } catch {
+          // Not every runtime's node:dgram can set it; the default buffer still works.
+        }
         resume(Effect.succeed(socket))
       })
     }),

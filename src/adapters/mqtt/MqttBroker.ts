@@ -1,15 +1,17 @@
 import { Aedes, type AedesOptions, type AuthenticateError, type Client, type PublishPacket, type Subscription } from "aedes"
-import { Context, Duration, Effect, FiberSet, Layer, Schedule } from "effect"
+import { Context, Duration, Effect, Exit, FiberSet, Layer, Option, Schedule } from "effect"
 import type { IncomingMessage } from "node:http"
 import type { Duplex } from "node:stream"
 import { Auth } from "../../auth/Auth.ts"
 import type { Principal } from "../../auth/Principal.ts"
 import { Bus } from "../../bus/Bus.ts"
 import { INGESTED_TOPIC, subscriptionDevice } from "../../bus/topics.ts"
-import { Ingest } from "../../ingest/Ingest.ts"
+import { InvalidInput } from "../../domain/errors.ts"
+import { Activity } from "../../ingest/Activity.ts"
+import { Ingest, type IngestError } from "../../ingest/Ingest.ts"
 import { Sql } from "../../store/Sql.ts"
 import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_SERVER_UNAVAILABLE, mqttRefusal } from "./errors.ts"
-import { decodePublish, ingestPublish } from "./publish.ts"
+import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
 
 export interface MqttBrokerService {
   /** Serves one MQTT connection: a TCP socket, a WebSocket stream or an in-memory duplex. */
@@ -38,6 +40,24 @@ interface Session {
   readonly credential: string
   principal: Principal
   refusals: number
+}
+
+/**
+ * aedes, except that a publish already ingested (re-routed to `INGESTED_TOPIC`) ends there: it
+ * reached the store, and subscribers get the stored resource from the bus, so routing the raw
+ * packet through the broker's emitter and offline queue would be work for nobody. aedes calls
+ * `publish(packet, client, done)` for a client's publish, `publish(packet, done)` for its own.
+ */
+class VoltaicAedes extends Aedes {
+  override publish(packet: PublishPacket, client: Client | null | ((error?: Error) => void), done?: (error?: Error) => void): void {
+    if (packet.topic === INGESTED_TOPIC) {
+      const callback = typeof client === "function" ? client : done
+      if (callback !== undefined) callback()
+      return
+    }
+    // The base's declared signature names only its own two-argument form.
+    Reflect.apply(Aedes.prototype.publish, this, [packet, client, done])
+  }
 }
 
 /** Closes a connection after its cause was already logged (aedes reports it as a client error). */
@@ -69,6 +89,8 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       const ingest = yield* Ingest
       const bus = yield* Bus
       const sql = yield* Sql
+      // Optional: a broker without device watchers (tests) serves the same.
+      const activity = Option.getOrUndefined(yield* Effect.serviceOption(Activity))
       const run = yield* FiberSet.makeRuntime<never>()
 
       /** Looked up by hooks, wills included (they run while the connection closes). */
@@ -82,7 +104,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           auth.authenticate(username).pipe(
             Effect.matchEffect({
               onSuccess: (principal) =>
-                Effect.sync(() => {
+                // A device's CONNECT is a sign of life; the CONNACK waits while its actor's mailbox is full.
+                (principal.kind === "device" && activity !== undefined
+                  ? activity.offer({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now() })
+                  : Effect.void).pipe(Effect.andThen(Effect.sync(() => {
                   const session: Session = { credential: username ?? "", principal, refusals: 0 }
                   sessions.set(client, session)
                   if (!client.conn.destroyed) {
@@ -90,7 +115,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
                     client.conn.once("close", () => live.delete(client))
                   }
                   done(null, true)
-                }),
+                }))),
               onFailure: (e) =>
                 Effect.andThen(
                   Effect.logWarning(
@@ -115,45 +140,66 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         packet.retain = false
       }
 
+      /** An accepted publish goes on to aedes (its PUBACK) and ends there (`VoltaicAedes`). */
+      const accept = (packet: PublishPacket, callback: (error: Error | null) => void) => {
+        divert(packet)
+        callback(null)
+      }
+
+      const refuse = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => (e: IngestError) => {
+        const refusal = mqttRefusal(e)
+        if (e._tag === "Unavailable" || e._tag === "SqlError") {
+          // Not the client's fault: no PUBACK, so it sends the message again.
+          return Effect.andThen(
+            Effect.logWarning(
+              `mqtt publish on ${packet.topic} from ${peer(client)} not stored (0x${refusal.reasonCode.toString(16)}): ${refusal.message}; closing the connection`
+            ),
+            Effect.sync(() => callback(new AlreadyLogged(refusal.message)))
+          )
+        }
+        session.refusals += 1
+        const abusive = session.refusals >= MAX_REFUSALS
+        return Effect.andThen(
+          Effect.logWarning(
+            `mqtt publish on ${packet.topic} from ${peer(client)} refused (0x${refusal.reasonCode.toString(16)}): ${refusal.message}` +
+              (abusive ? `; disconnecting after ${session.refusals} refusals` : "")
+          ),
+          // MQTT 3.1.1 cannot refuse a PUBLISH: acknowledge and drop it, or close [MQTT-3.3.5-2].
+          Effect.sync(() => abusive ? callback(new AlreadyLogged(refusal.message)) : accept(packet, callback))
+        )
+      }
+
       const authorizePublish: NonNullable<AedesOptions["authorizePublish"]> = (client, packet, callback) => {
         const session = client === null ? undefined : sessions.get(client)
         // A will left by a session of an earlier process: nobody to act for.
         if (client === null || session === undefined) return callback(new AlreadyLogged("no session"))
-        run(
-          decodePublish(packet.topic, packet.payload).pipe(
-            Effect.flatMap((request) =>
-              ingestPublish(ingest, session.principal, request).pipe(
-                Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "Unavailable" && !client.closed })
-              )
-            ),
-            Effect.matchEffect({
-              onSuccess: () => Effect.sync(() => (divert(packet), callback(null))),
-              onFailure: (e) => {
-                const refusal = mqttRefusal(e)
-                if (e._tag === "Unavailable" || e._tag === "SqlError") {
-                  // Not the client's fault: no PUBACK, so it sends the message again.
-                  return Effect.andThen(
-                    Effect.logWarning(
-                      `mqtt publish on ${packet.topic} from ${peer(client)} not stored (0x${refusal.reasonCode.toString(16)}): ${refusal.message}; closing the connection`
-                    ),
-                    Effect.sync(() => callback(new AlreadyLogged(refusal.message)))
-                  )
-                }
-                session.refusals += 1
-                const abusive = session.refusals >= MAX_REFUSALS
-                return Effect.andThen(
-                  Effect.logWarning(
-                    `mqtt publish on ${packet.topic} from ${peer(client)} refused (0x${refusal.reasonCode.toString(16)}): ${refusal.message}` +
-                      (abusive ? `; disconnecting after ${session.refusals} refusals` : "")
-                  ),
-                  // MQTT 3.1.1 cannot refuse a PUBLISH: acknowledge and drop it, or close [MQTT-3.3.5-2].
-                  Effect.sync(() => abusive ? callback(new AlreadyLogged(refusal.message)) : (divert(packet), callback(null)))
-                )
-              }
-            })
+        const request = decode(packet.topic, packet.payload)
+        // The common case without a fiber; TCP holds the sender back (aedes reads a connection
+        // on only once its publishes are answered), so the writer lets it wait in line.
+        if (
+          !(request instanceof InvalidInput) && request.kind === "event" &&
+          ingest.submitEvent(
+            { principal: session.principal, protocol: "mqtt", device: request.device, payload: request.input },
+            (exit) =>
+              Exit.isSuccess(exit)
+                ? accept(packet, callback)
+                : run(Effect.matchEffect(exit, { onSuccess: () => Effect.sync(() => accept(packet, callback)), onFailure: refuse(client, session, packet, callback) })),
+            true
           )
-        )
+        ) return
+        run(ingestSlowly(session, client, request).pipe(Effect.matchEffect({
+          onSuccess: () => Effect.sync(() => accept(packet, callback)),
+          onFailure: refuse(client, session, packet, callback)
+        })))
       }
+
+      /** Everything but the common case: lookups, refusals, and retries while the store is behind. */
+      const ingestSlowly = (session: Session, client: Client, request: IngestRequest | InvalidInput): Effect.Effect<void, IngestError> =>
+        request instanceof InvalidInput
+          ? Effect.fail(request)
+          : ingestPublish(ingest, session.principal, request).pipe(
+            Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "Unavailable" && !client.closed })
+          )
 
       const mayWatch = (principal: Principal, deviceId: string) => {
         if (principal.kind === "device") return Effect.succeed(principal.id === deviceId)
@@ -198,19 +244,21 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       }
 
       const broker = yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          Aedes.createBroker({
+        Effect.promise(async () => {
+          const broker = new VoltaicAedes({
             authenticate,
             authorizePublish,
             authorizeSubscribe,
             // 0 = no in-flight window in mqemitter. With a window, a commit releasing thousands of
-            // re-routed publishes behind a full window drained recursively and overflowed the
-            // stack (bench:ingest, 5 of 9 runs; mcollina/mqemitter#204). A frozen subscriber is
-            // still dropped by `drainTimeout`.
+            // emits behind a full window drained recursively and overflowed the stack
+            // (bench:ingest, 5 of 9 runs, when ingested publishes were still emitted;
+            // mcollina/mqemitter#204). A frozen subscriber is still dropped by `drainTimeout`.
             concurrency: 0,
             drainTimeout: 15_000
           })
-        ),
+          await broker.listen()
+          return broker
+        }),
         (broker) => Effect.callback<void>((resume) => broker.close(() => resume(Effect.void)))
       )
 
@@ -219,6 +267,11 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         if (error instanceof AlreadyLogged || client.closed) return
         run(Effect.logWarning(`mqtt connection of ${peer(client)} closed: ${error.message}`))
       }
+      // A device's PINGREQ is a sign of life too (keep-alive of an otherwise quiet session).
+      broker.on("ping", (_packet, client) => {
+        const principal = sessions.get(client)?.principal
+        if (principal?.kind === "device") activity?.publish({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now() })
+      })
       broker.on("clientError", onClientError)
       broker.on("connectionError", onClientError)
       // Persistence failures; without a listener the EventEmitter would throw them.
