@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { InvalidInput } from "../domain/errors.ts"
 import type { SqlClient, SqlError } from "../store/Sql.ts"
 import { type EnergyKind, type ImportRow, parseImportRow } from "./readings.ts"
-import { writeReadings } from "./store.ts"
+import { type Placement, SeriesCache, writeReadings } from "./store.ts"
 
 /** Rows one bulk-import request may carry. */
 export const MAX_IMPORT_ROWS = 100_000
@@ -73,6 +73,9 @@ export const parseImportBody = (kind: EnergyKind, text: string): Array<ImportRow
   return rows
 }
 
+/** Series ids per database client (see SeriesCache). */
+const seriesCaches = new WeakMap<SqlClient, SeriesCache>()
+
 /**
  * Stores every row or none: the devices must belong to the organisation (else the first
  * row naming a stranger is refused), then readings, rollups and meter baselines are written
@@ -85,23 +88,30 @@ export const importReadings = (
   rows: ReadonlyArray<ImportRow>
 ): Effect.Effect<ImportOutcome, InvalidInput | SqlError> =>
   Effect.gen(function*() {
+    let cache = seriesCaches.get(sql)
+    if (cache === undefined) seriesCaches.set(sql, cache = new SeriesCache())
+    const series = cache
     const deviceIds = [...new Set(rows.map((r) => r.deviceId))]
-    const known = yield* sql.query<{ id: string }>(
-      "SELECT id FROM devices WHERE id = ANY($1::text[]) AND organisation_id = $2",
-      [deviceIds, organisationId]
-    )
-    if (known.length < deviceIds.length) {
-      const ids = new Set(known.map((k) => k.id))
-      const index = rows.findIndex((r) => !ids.has(r.deviceId))
-      const field = `rows[${index}].device`
-      return yield* new InvalidInput({ field, message: `${field}: device ${rows[index].deviceId} not found` })
-    }
     const outcome = yield* sql.transaction((tx) =>
-      writeReadings(
-        tx,
-        rows.map((r) => ({ deviceId: r.deviceId, timestamp: r.timestamp, reading: r.reading, eventId: null })),
-        "timestamp"
-      )
+      Effect.gen(function*() {
+        const known = yield* tx.query<{ id: string; space_id: string }>(
+          "SELECT id, COALESCE(space_id, '') AS space_id FROM devices WHERE id = ANY($1::text[]) AND organisation_id = $2",
+          [deviceIds, organisationId]
+        )
+        if (known.length < deviceIds.length) {
+          const ids = new Set(known.map((k) => k.id))
+          const index = rows.findIndex((r) => !ids.has(r.deviceId))
+          const field = `rows[${index}].device`
+          return yield* new InvalidInput({ field, message: `${field}: device ${rows[index].deviceId} not found` })
+        }
+        const placement: Placement = { organisationId, spaces: new Map(known.map((k) => [k.id, k.space_id])), cache: series }
+        return yield* writeReadings(
+          tx,
+          rows.map((r) => ({ deviceId: r.deviceId, timestamp: r.timestamp, reading: r.reading, eventId: null })),
+          "timestamp",
+          placement
+        )
+      })
     )
     return { imported: rows.length, ...outcome }
   })

@@ -4,6 +4,7 @@ import { coapError } from "../../src/adapters/coap/errors.ts"
 import { mqttRefusal } from "../../src/adapters/mqtt/errors.ts"
 import { Auth } from "../../src/auth/Auth.ts"
 import { Ingest } from "../../src/ingest/Ingest.ts"
+import { addDecimal, formatDecimal, parseDecimal, ZERO } from "../../src/energy/decimal.ts"
 import { BOOTSTRAP_KEY, startAppOn, type TestApp } from "../support/app.ts"
 import { STORE_KINDS } from "../support/databases.ts"
 
@@ -127,6 +128,44 @@ describe.each(STORE_KINDS)("energy readings in on %s", (kind) => {
     expect((await app("POST", "/energy/electricity/readings", [])).body).toEqual({ imported: 0, stored: 0, baselines: 0 })
     expect((await app("POST", "/energy/electricity/readings", " ", { "content-type": "application/json" })).status).toBe(400)
     expect(await totals(d.id)).toEqual({ "2025-05-10": "15", "2025-05-11": "15" })
+  })
+
+  it("sums imports exactly in every rollup, whatever a quantity's size and places, and follows a device that moves", async () => {
+    const space = async (name: string) => (await app("POST", "/spaces", { name, timezone: "UTC" })).body.id as string
+    const [first, second] = [await space("Sums A"), await space("Sums B")]
+    const devices = await Promise.all([0, 1].map(async () => (await app("POST", "/devices", { name: "meter", space: { id: first } })).body.id as string))
+    // Millionths summed in doubles (up to 9 integer digits and 6 places, past 2^52 in one
+    // bucket), and the exact path: 7 places, 12 integer digits, 20 places.
+    const values = ["999999999.999999", "999999999.999999", "999999999.999999", "999999999.999999", "999999999.999999", "999999999.999999",
+      "0.25", "0.1234567", "123456789012.5", "0.00000000000000000001", "7", "1.000001"]
+    const rows = values.flatMap((value, i) => devices.map((device, d) => ({ device, timestamp: at("2025-05-20T10:00:00Z") + (i * 2 + d) * 60_000, value })))
+    const sum = (vs: ReadonlyArray<string>) => formatDecimal(vs.reduce((a, v) => addDecimal(a, parseDecimal(v)!), ZERO))
+    const perDevice = sum(values)
+    const query = (scope: string, extra = "") =>
+      app("GET", `/energy/electricity?${scope}&since=2025-05-20T00:00:00Z&until=2025-05-22T00:00:00Z&interval=1%20day&timezone=UTC${extra}`)
+    const figures = async (scope: string) => {
+      const fromRollups = await query(scope)
+      const fromRaw = await query(scope, "&rollups=false")
+      expect(fromRollups.status, JSON.stringify(fromRollups.body)).toBe(200)
+      expect(fromRaw.body).toEqual(fromRollups.body)
+      const hours = await app("GET", `/energy/electricity?${scope}&since=2025-05-20T10:00:00Z&until=2025-05-20T11:00:00Z&interval=1%20hour`)
+      expect(hours.body.result.map((r: { energy: string }) => r.energy)).toEqual([fromRollups.body.result[0].energy])
+      return fromRollups.body.result.map((r: { energy: string }) => r.energy)
+    }
+    expect((await app("POST", "/energy/electricity/readings", rows)).body).toEqual({ imported: 24, stored: 24, baselines: 0 })
+    expect(await figures(`device.id=${devices[0]}`)).toEqual([perDevice, "0"])
+    expect(await figures(`space.id=${first}`)).toEqual([sum([perDevice, perDevice]), "0"])
+
+    // The second import finds its series known; the device then moves and its next day counts in the new space.
+    const nextDay = rows.map((r) => ({ ...r, timestamp: r.timestamp + 86_400_000 }))
+    expect((await app("POST", "/energy/electricity/readings", nextDay.filter((r) => r.device === devices[1]))).status).toBe(200)
+    const outside = { device: devices[0], timestamp: at("2025-05-25T00:00:00Z"), value: 1 }
+    expect((await app("POST", "/energy/electricity/readings", [outside])).status).toBe(200) // known in the first space now
+    expect((await app("PUT", `/devices/${devices[0]}`, { space: { id: second } })).status).toBe(200)
+    expect((await app("POST", "/energy/electricity/readings", nextDay.filter((r) => r.device === devices[0]))).status).toBe(200)
+    expect(await figures(`device.id=${devices[0]}`)).toEqual([perDevice, perDevice])
+    expect(await figures(`space.id=${first}`)).toEqual([sum([perDevice, perDevice]), perDevice])
+    expect(await figures(`space.id=${second}`)).toEqual(["0", perDevice])
   })
 
   it("keeps one baseline per meter when imports of it run at once", async () => {
