@@ -11,6 +11,7 @@ import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
 import { AlertNotificationsLive } from "./supervisor/AlertNotifications.ts"
 import { Supervisor } from "./supervisor/Supervisor.ts"
+import { Spaces } from "./supervisor/Spaces.ts"
 import { DeviceReads } from "./store/DeviceReads.ts"
 import { Notifier } from "./notify/Notifier.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
@@ -80,8 +81,11 @@ export const CoreLive = Layer.mergeAll(
   Ingest.layer,
   SignInGuard.layer,
   DeviceReads.layer,
-  // After the migrations: it rehydrates device actors from their table at start.
-  AlertNotificationsLive.pipe(Layer.provide(Notifier.layer), Layer.provideMerge(Supervisor.layer.pipe(Layer.provide(SetupLive))))
+  // After the migrations: it rehydrates device actors from their table at start. Space actors
+  // follow the transitions it applies.
+  Layer.mergeAll(AlertNotificationsLive.pipe(Layer.provide(Notifier.layer)), Spaces.layer).pipe(
+    Layer.provideMerge(Supervisor.layer.pipe(Layer.provide(SetupLive)))
+  )
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer, Activity.layer)),
   Layer.provideMerge(StoreLive),

@@ -205,15 +205,31 @@ export const nextAlertState = (row: Row, event: AlertEvent) => {
   return { state: String(next.value), context: next.context }
 }
 
+/**
+ * Runs one lifecycle event through `alertMachine` for an alert and stores the outcome. Answers
+ * whether this event resolved it (it was open until this write) and its device's space, for the
+ * space's open-alert count. The write applies only to the state it was decided from: when
+ * another writer changed the alert meanwhile, the event is decided again on what it wrote.
+ */
 export const applyAlertEvent = (sql: SqlClient, organisationId: string, id: string, event: AlertEvent) =>
   Effect.gen(function*() {
-    const [row] = yield* sql.query("SELECT * FROM alerts WHERE id = $1 AND organisation_id = $2", [id, organisationId])
-    if (row === undefined) return yield* new NotFound({ resource: "alert", id })
-    const next = nextAlertState(row, event)
-    yield* sql.query(
-      `UPDATE alerts SET state = $2, last_seen_at = $3, acknowledged_at = $4, resolved_at = $5, updated_at = $6 WHERE id = $1`,
-      [id, next.state, next.context.lastSeenAt, next.context.acknowledgedAt, next.context.resolvedAt, Date.now()]
-    )
+    for (;;) {
+      const [row] = yield* sql.query(
+        "SELECT al.*, d.space_id AS device_space_id FROM alerts al LEFT JOIN devices d ON d.id = al.device_id WHERE al.id = $1 AND al.organisation_id = $2",
+        [id, organisationId]
+      )
+      if (row === undefined) return yield* new NotFound({ resource: "alert", id })
+      const next = nextAlertState(row, event)
+      const was = optNum(row, "resolved_at")
+      const written = yield* sql.query(
+        `UPDATE alerts SET state = $2, last_seen_at = $3, acknowledged_at = $4, resolved_at = $5, updated_at = $6
+         WHERE id = $1 AND state = $7 AND resolved_at IS NOT DISTINCT FROM $8::int8 AND acknowledged_at IS NOT DISTINCT FROM $9::int8
+         RETURNING id`,
+        [id, next.state, next.context.lastSeenAt, next.context.acknowledgedAt, next.context.resolvedAt, Date.now(), str(row, "state"), was,
+          optNum(row, "acknowledged_at")]
+      )
+      if (written.length > 0) return { resolved: was === null && next.context.resolvedAt !== null, spaceId: optStr(row, "device_space_id") }
+    }
   })
 
 /** An occurrence of a rule's condition on a device: opens its alert, or repeats the open one. */
@@ -272,7 +288,9 @@ export const openMany = (sql: SqlClient, raises: ReadonlyArray<AlertRaise>) =>
 /**
  * Runs one lifecycle event through `alertMachine` for the open alert of each (rule, device),
  * with one read and one write for the lot: repeats (`alert.repeated`) and clears
- * (`alert.cleared`). Answers the alerts the machine changed, as published.
+ * (`alert.cleared`). Answers the alerts the machine changed, as published; an alert resolved
+ * by someone else between the read and the write is left as they wrote it (a resolved alert
+ * does not change again), so a resolution is answered once.
  * At most one item per (rule, device).
  */
 export const transitionOpen = (
@@ -302,7 +320,7 @@ export const transitionOpen = (
          UPDATE alerts SET state = u.state, last_seen_at = u.last_seen_at, acknowledged_at = u.acknowledged_at,
                            resolved_at = u.resolved_at, updated_at = $6
          FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[]) AS u(id, state, last_seen_at, acknowledged_at, resolved_at)
-         WHERE alerts.id = u.id
+         WHERE alerts.id = u.id AND alerts.resolved_at IS NULL
          RETURNING alerts.*)
        ${alertJson}`,
       [

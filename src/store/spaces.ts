@@ -28,7 +28,10 @@ export interface SpaceJson {
   owner: { organisation: { id: string; name: string } }
   timezone: string
   country: string | null
-  /** Devices by liveness (as their actors last recorded it, at most a second behind) and open alerts. */
+  /**
+   * Devices by liveness and open alerts, from the space's actor (`Spaces.present` adds it where
+   * the space is read on its own or listed; `spaceCountsSql` is the store's count of the same).
+   */
   live?: { devicesOnline: number; devicesOffline: number; openAlerts: number }
   /** Who receives the space's alert e-mails (present where the space is read on its own or listed). */
   alertUsers?: Array<{ id: string; fullName: string; emailAddress: string }>
@@ -51,13 +54,6 @@ export const toSpace = (row: Row, organisationName: string): SpaceJson => {
   createdAt: num(row, "created_at"),
   updatedAt: num(row, "updated_at")
   }
-  if (row.devices_online !== undefined) {
-    space.live = {
-      devicesOnline: num(row, "devices_online"),
-      devicesOffline: num(row, "devices_offline"),
-      openAlerts: num(row, "open_alerts")
-    }
-  }
   if (Array.isArray(row.alert_users)) {
     space.alertUsers = (row.alert_users as Array<Row>).map((u) => ({
       id: str(u, "id"),
@@ -73,16 +69,27 @@ export const spaceQuery: ResourceQuery<SpaceJson> = {
   select: `s.*, o.name AS organisation_name,
     COALESCE((SELECT json_agg(json_build_object('id', ou.id, 'full_name', u.full_name, 'email_address', u.email_address) ORDER BY a.created_at)
               FROM space_alert_users a JOIN organisation_users ou ON ou.id = a.organisation_user_id JOIN users u ON u.id = ou.user_id
-              WHERE a.space_id = s.id), '[]'::json) AS alert_users,
-    (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id
-      WHERE d.space_id = s.id AND da.snapshot->>'value' = 'online')::int8 AS devices_online,
-    (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id
-      WHERE d.space_id = s.id AND da.snapshot->>'value' = 'offline')::int8 AS devices_offline,
-    (SELECT count(*) FROM alerts al JOIN devices d ON d.id = al.device_id
-      WHERE d.space_id = s.id AND al.resolved_at IS NULL)::int8 AS open_alerts`,
+              WHERE a.space_id = s.id), '[]'::json) AS alert_users`,
   from: "spaces s JOIN organisations o ON o.id = s.organisation_id",
   base: "spaces s",
   alias: "s",
   map: (row) => toSpace(row, str(row, "organisation_name")),
   order: { createdAt: "s.created_at", updatedAt: "s.updated_at", id: "s.id", name: "s.name" }
 }
+
+/**
+ * The store's count of the live numbers of the spaces `$1` (text[]), with their organisation,
+ * timezone and alert recipients (organisation user ids, in the order added): what activates
+ * and resyncs space actors. Devices count by the liveness of their stored actor snapshot;
+ * alerts by their device's space.
+ */
+export const spaceCountsSql = `SELECT s.id, s.organisation_id, s.timezone,
+    COALESCE((SELECT json_agg(a.organisation_user_id ORDER BY a.created_at) FROM space_alert_users a
+              WHERE a.space_id = s.id), '[]'::json) AS recipients,
+    (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id
+      WHERE d.space_id = s.id AND da.snapshot->>'value' = 'online')::int8 AS devices_online,
+    (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id
+      WHERE d.space_id = s.id AND da.snapshot->>'value' = 'offline')::int8 AS devices_offline,
+    (SELECT count(*) FROM alerts al JOIN devices d ON d.id = al.device_id
+      WHERE d.space_id = s.id AND al.resolved_at IS NULL)::int8 AS open_alerts
+  FROM spaces s WHERE s.id = ANY($1::text[])`

@@ -2,6 +2,7 @@ import { Context, Data, Deferred, Duration, Effect, FiberMap, Layer, Queue, Sche
 import { type Actor, createActor } from "xstate"
 import { type DeviceEmitted, deviceMachine } from "../../actors/deviceMachine.ts"
 import { evaluateThreshold } from "../../actors/rules.ts"
+import { type Liveness, livenessEvent, type SpaceCountEvent } from "../../actors/spaceMachine.ts"
 import { Bus } from "../bus/Bus.ts"
 import { alertTopic } from "../bus/topics.ts"
 import { Activity, type DeviceActivity } from "../ingest/Activity.ts"
@@ -41,6 +42,12 @@ import { Sql, type SqlError } from "../store/Sql.ts"
  *   whose emissions were applied is written right after them.
  * - Snapshots are also written behind (every second) and rehydrated at start, so a device
  *   that fell silent while the process was down still goes offline on time.
+ * - Space counts: a device whose liveness (online, offline, neither) differs from what its
+ *   stored snapshot says is noted by its actor's observer; the shard writes its snapshot with
+ *   the step's other effects (never behind: the write-behind skips it meanwhile) and then tells
+ *   the space-change listeners (`onSpaceChanges`) what moved in which space, with the alerts
+ *   opened and resolved, once the store holds it. The counts the store gives and the changes
+ *   told thus describe the same transitions.
  */
 
 interface Rule {
@@ -66,7 +73,17 @@ interface Hosted {
   readonly actor: Actor<DeviceMachine>
   readonly place: Place
   lastActiveAt: number
+  /** Liveness as stored (its snapshot in `device_actors`) and told to the space listeners. */
+  reported: Liveness
 }
+
+/** A change of a space's counts, applied to the store before it is told. */
+export interface SpaceChange {
+  readonly spaceId: string
+  readonly event: SpaceCountEvent
+}
+
+const livenessOf = (value: unknown): Liveness => (value === "online" ? "online" : value === "offline" ? "offline" : "other")
 
 export interface AlertOpened {
   readonly alertId: string
@@ -84,6 +101,12 @@ export interface SupervisorService {
   readonly settled: () => Promise<void>
   /** Called for each alert opened here (notifications hook), NOTIFY_CONCURRENCY at a time. */
   onAlertOpened(listener: (opened: AlertOpened) => Effect.Effect<void>): void
+  /**
+   * Called with the space counts each applied batch moved (devices online, offline or out of
+   * the counts, alerts opened or auto-resolved), in the shard, after the store committed them;
+   * `at` is taken after that commit.
+   */
+  onSpaceChanges(listener: (at: number, changes: ReadonlyArray<SpaceChange>) => Effect.Effect<void>): void
 }
 
 export interface SupervisorOptions {
@@ -159,6 +182,10 @@ interface Shard {
   readonly failed: Map<string, Failed>
   overflow: Map<string, Coalesced>
   effects: Array<Pending>
+  /** Devices whose liveness left what their stored snapshot says: written and told with the next effects. */
+  moved: Set<string>
+  /** `moved` taken by the step being applied (the write-behind leaves them alone too). */
+  applying: ReadonlySet<string>
   /** Failures of actors outside a step (a timer's transition threw). */
   crashed: Array<{ readonly deviceId: string; readonly actor: Actor<DeviceMachine>; readonly cause: unknown }>
   /** Failed devices whose restart fiber must start. */
@@ -205,6 +232,7 @@ const make = (options: SupervisorOptions = {}) =>
     const rules = new Map<string, Array<Rule>>()
     const dirty = new Set<string>()
     const alertListeners: Array<(opened: AlertOpened) => Effect.Effect<void>> = []
+    const spaceListeners: Array<(at: number, changes: ReadonlyArray<SpaceChange>) => Effect.Effect<void>> = []
     const workers = yield* FiberMap.make<number>()
     const restarts = yield* FiberMap.make<string>()
     const notices = yield* Queue.unbounded<AlertOpened>()
@@ -218,6 +246,8 @@ const make = (options: SupervisorOptions = {}) =>
         failed: new Map(),
         overflow: new Map(),
         effects: [],
+        moved: new Set(),
+        applying: new Set(),
         crashed: [],
         toRestart: [],
         after: [],
@@ -294,12 +324,19 @@ const make = (options: SupervisorOptions = {}) =>
             const deviceId = row.id
             const input = { deviceId, offlineAfterMs: limit }
             const actor = row.snapshot ? createActor(machine, { input, snapshot: row.snapshot as never }) : createActor(machine, { input })
+            const entry: Hosted = { actor, place, lastActiveAt: now, reported: livenessOf(actor.getSnapshot().value) }
             actor.on("*", (emitted) => {
               shard.effects.push({ _tag: "emitted", place, emitted })
               shard.seqFx++
               wake(shard)
             })
             actor.subscribe({
+              next: (snapshot) => {
+                if (livenessOf(snapshot.value) === entry.reported || shard.moved.has(deviceId)) return
+                shard.moved.add(deviceId)
+                shard.seqFx++
+                wake(shard)
+              },
               error: (cause) => {
                 // Inside a step the worker sees the error state itself; outside (a timer), tell it.
                 if (shard.stepping) return
@@ -313,7 +350,7 @@ const make = (options: SupervisorOptions = {}) =>
               actor.send({ type: "device.resumed", at: now })
               if (actor.getSnapshot().context.offlineAfterMs !== limit) actor.send({ type: "device.configured", offlineAfterMs: limit, at: now })
             }
-            fresh.set(deviceId, { actor, place, lastActiveAt: now })
+            fresh.set(deviceId, entry)
           }
         }
         return fresh
@@ -453,7 +490,10 @@ const make = (options: SupervisorOptions = {}) =>
             }
             case "passivate": {
               for (const [id, entry] of shard.hosted) {
-                if (entry.actor.getSnapshot().value !== "online" && m.now - entry.lastActiveAt > PASSIVATE_AFTER_MS && !dirty.has(id)) {
+                if (
+                  entry.actor.getSnapshot().value !== "online" && m.now - entry.lastActiveAt > PASSIVATE_AFTER_MS && !dirty.has(id) &&
+                  !shard.moved.has(id)
+                ) {
                   entry.actor.stop()
                   shard.hosted.delete(id)
                 }
@@ -540,7 +580,7 @@ const make = (options: SupervisorOptions = {}) =>
     const organisationIds = new Map<string, string>()
     const organisationOf = (alert: AlertJson) => organisationIds.get(alert.alertRule.id) ?? ""
 
-    const applyRound = (round: ReadonlyArray<Op>) =>
+    const applyRound = (round: ReadonlyArray<Op>, changes: Array<SpaceChange>) =>
       Effect.gen(function*() {
         const raises: Array<AlertRaise> = []
         const clears: Array<{ ruleId: string; deviceId: string; event: { type: "alert.cleared"; at: number; autoResolve: true } }> = []
@@ -556,6 +596,14 @@ const make = (options: SupervisorOptions = {}) =>
         const { opened, repeats } = yield* openMany(sql, raises)
         const repeated = yield* transitionOpen(sql, repeats.map((r) => ({ ruleId: r.ruleId, deviceId: r.deviceId, event: { type: "alert.repeated" as const, at: r.at } })))
         const cleared = yield* transitionOpen(sql, clears)
+        for (const alert of opened) {
+          const spaceId = alert.device?.space?.id
+          if (spaceId !== undefined) changes.push({ spaceId, event: { type: "alert.opened" } })
+        }
+        for (const alert of cleared) {
+          const spaceId = alert.device?.space?.id
+          if (spaceId !== undefined && alert.resolvedAt !== null) changes.push({ spaceId, event: { type: "alert.resolved" } })
+        }
         yield* publishAlerts(opened)
         yield* publishAlerts(repeated)
         yield* publishAlerts(cleared)
@@ -576,19 +624,59 @@ const make = (options: SupervisorOptions = {}) =>
         [entries.map((e) => e[0]), entries.map((e) => JSON.stringify(e[1].actor.getPersistedSnapshot())), now]
       ).pipe(Effect.asVoid)
 
-    const applyEffects = (shard: Shard, pending: ReadonlyArray<Pending>) =>
+    const writeSnapshotsReturningSpaces = (entries: ReadonlyArray<readonly [string, Hosted]>, now: number) =>
+      sql.query<{ id: string; space_id: string | null }>(
+        `WITH w AS (
+           INSERT INTO device_actors (device_id, snapshot, updated_at)
+           SELECT u.id, u.snapshot::jsonb, $3 FROM unnest($1::text[], $2::text[]) AS u(id, snapshot)
+           WHERE EXISTS (SELECT 1 FROM devices d WHERE d.id = u.id)
+           ON CONFLICT (device_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_at = EXCLUDED.updated_at
+           RETURNING device_id)
+         SELECT w.device_id AS id, d.space_id FROM w JOIN devices d ON d.id = w.device_id`,
+        [entries.map((e) => e[0]), entries.map((e) => JSON.stringify(e[1].actor.getPersistedSnapshot())), now]
+      )
+
+    const applyEffects = (shard: Shard, pending: ReadonlyArray<Pending>, moved: ReadonlySet<string>) =>
       Effect.gen(function*() {
-        if (pending.length === 0) return
-        yield* loadRules(pending.map((p) => p._tag === "emitted" ? p.place.organisationId : p.rule.organisationId))
-        for (const round of toOps(pending)) yield* applyRound(round)
+        if (pending.length === 0 && moved.size === 0) return
+        const changes: Array<SpaceChange> = []
+        if (pending.length > 0) {
+          yield* loadRules(pending.map((p) => p._tag === "emitted" ? p.place.organisationId : p.rule.organisationId))
+          for (const round of toOps(pending)) yield* applyRound(round, changes)
+        }
         // Emitted and applied: written now, so a restart from the snapshot does not emit it again.
         const emitters = new Set(pending.flatMap((p) => p._tag === "emitted" ? [p.emitted.deviceId] : []))
+        // Liveness changed: written now too, so the store's counts hold it before it is told.
+        const turned: Array<{ readonly id: string; readonly entry: Hosted; readonly to: Liveness }> = []
+        for (const id of moved) {
+          const entry = shard.hosted.get(id)
+          if (entry === undefined) continue
+          const to = livenessOf(entry.actor.getSnapshot().value)
+          if (to === entry.reported) continue
+          turned.push({ id, entry, to })
+          emitters.add(id)
+        }
         const entries = [...emitters].flatMap((id) => {
           const entry = shard.hosted.get(id)
           return entry === undefined ? [] : [[id, entry] as const]
         })
-        yield* writeSnapshots(entries, Date.now())
+        if (turned.length === 0) yield* writeSnapshots(entries, Date.now())
+        else {
+          // Written, with the space each device is in now (it may have moved since its actor was activated).
+          const rows = yield* writeSnapshotsReturningSpaces(entries, Date.now())
+          const spaceOf = new Map(rows.map((r) => [r.id, r.space_id]))
+          for (const t of turned) {
+            const spaceId = spaceOf.get(t.id)
+            const event = livenessEvent(t.entry.reported, t.to)
+            if (spaceId !== undefined && spaceId !== null && event !== undefined) changes.push({ spaceId, event })
+            t.entry.reported = t.to
+          }
+        }
         for (const [id] of entries) dirty.delete(id)
+        if (changes.length > 0 && spaceListeners.length > 0) {
+          const at = Date.now()
+          for (const listener of spaceListeners) yield* listener(at, changes)
+        }
       }).pipe(
         Effect.tapError((e: SqlError) => Effect.logWarning(`supervisor: applying ${pending.length} effects failed, retrying: ${e.message}`)),
         Effect.retry({ schedule: STORE_RETRY, while: (e) => e._tag === "SqlError" })
@@ -644,8 +732,12 @@ const make = (options: SupervisorOptions = {}) =>
 
         const pending = shard.effects
         shard.effects = []
-        const takenFx = crashed + pending.length
-        yield* applyEffects(shard, pending)
+        const moved = shard.moved
+        shard.moved = new Set()
+        shard.applying = moved
+        const takenFx = crashed + pending.length + moved.size
+        yield* applyEffects(shard, pending, moved)
+        shard.applying = new Set()
         yield* Effect.all(shard.after.splice(0), { discard: true })
         for (const id of shard.toRestart.splice(0)) yield* FiberMap.run(restarts, id, superviseRestart(shard, id), { onlyIfMissing: true })
 
@@ -774,7 +866,13 @@ const make = (options: SupervisorOptions = {}) =>
       const ids = [...dirty]
       dirty.clear()
       const entries = ids.flatMap((id) => {
-        const entry = shardOf(id).hosted.get(id)
+        const shard = shardOf(id)
+        // A change of liveness is written by its shard, just before it is told (space counts).
+        if (shard.moved.has(id) || shard.applying.has(id)) {
+          dirty.add(id)
+          return []
+        }
+        const entry = shard.hosted.get(id)
         return entry === undefined ? [] : [[id, entry] as const]
       })
       yield* writeSnapshots(entries, now)
@@ -818,6 +916,9 @@ const make = (options: SupervisorOptions = {}) =>
       settled,
       onAlertOpened: (listener) => {
         alertListeners.push(listener)
+      },
+      onSpaceChanges: (listener) => {
+        spaceListeners.push(listener)
       }
     })
   })

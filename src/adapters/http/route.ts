@@ -9,11 +9,12 @@ import type { Sql, SqlError } from "../../store/Sql.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
 import type { SignInGuard } from "../../auth/SignInGuard.ts"
 import type { Supervisor } from "../../supervisor/Supervisor.ts"
+import type { Spaces } from "../../supervisor/Spaces.ts"
 import type { DeviceReads } from "../../store/DeviceReads.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
-export type HttpServices = Sql | Auth | Ingest | SignInGuard | Supervisor | DeviceReads
+export type HttpServices = Sql | Auth | Ingest | SignInGuard | Supervisor | Spaces | DeviceReads
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {

@@ -4,6 +4,7 @@ import { InvalidInput } from "../../../domain/errors.ts"
 import { alertQuery, applyAlertEvent, ruleQuery, rulesTable, templateQuery, templatesTable } from "../../../store/alerts.ts"
 import { getOne, listRows } from "../../../store/crud.ts"
 import { Sql } from "../../../store/Sql.ts"
+import { Spaces } from "../../../supervisor/Spaces.ts"
 import { Supervisor } from "../../../supervisor/Supervisor.ts"
 import { booleanParam, idParams, listParams, refSchema } from "../params.ts"
 import { type Api, listReply } from "../route.ts"
@@ -131,7 +132,12 @@ export const alertRoutes = (api: Api): void => {
     createBody: createRuleBody,
     updateBody: updateRuleBody,
     filters: { "space.id": "space_id", "product.id": "product_id" },
-    afterWrite: (organisationId) => Supervisor.use((supervisor) => supervisor.rulesChanged(organisationId))
+    afterWrite: (organisationId) =>
+      Effect.andThen(
+        Supervisor.use((supervisor) => supervisor.rulesChanged(organisationId)),
+        // A deleted rule takes its alerts along: the spaces' open-alert counts drop.
+        Spaces.use((spaces) => spaces.recount(organisationId))
+      )
   })
 
   api.route({
@@ -220,7 +226,11 @@ export const alertRoutes = (api: Api): void => {
           yield* applyAlertEvent(sql, principal.organisationId, params.id, { type: "alert.acknowledged", at: body.acknowledgedAt })
         }
         if (body.resolvedAt !== undefined || body.acknowledgedAt === undefined) {
-          yield* applyAlertEvent(sql, principal.organisationId, params.id, { type: "alert.resolved", at: body.resolvedAt ?? Date.now() })
+          const outcome = yield* applyAlertEvent(sql, principal.organisationId, params.id, { type: "alert.resolved", at: body.resolvedAt ?? Date.now() })
+          const spaceId = outcome.spaceId
+          if (outcome.resolved && spaceId !== null) {
+            yield* Spaces.use((spaces) => spaces.changed(Date.now(), [{ spaceId, event: { type: "alert.resolved" } }]))
+          }
         }
         return yield* getOne(sql, alertQuery, principal.organisationId, params.id)
       })

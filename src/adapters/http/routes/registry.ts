@@ -15,6 +15,7 @@ import { Sql } from "../../../store/Sql.ts"
 import { idParams } from "../params.ts"
 import { type Api, JsonText } from "../route.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
+import { Spaces } from "../../../supervisor/Spaces.ts"
 import { devicesChanged } from "./resources.ts"
 import {
   createDeviceBody,
@@ -105,7 +106,9 @@ export const registryRoutes = (api: Api): void => {
         })
     },
     readOne: readDevice,
-    afterDelete: forgetDevice
+    afterDelete: forgetDevice,
+    // A device moved to another space or deleted takes its liveness and open alerts along.
+    afterWrite: (organisationId) => Spaces.use((spaces) => spaces.recount(organisationId))
   })
 
   registerResource(api, {
@@ -118,7 +121,8 @@ export const registryRoutes = (api: Api): void => {
     createBody: createSpaceBody,
     updateBody: updateSpaceBody,
     filters: { country: "country" },
-    listAccess: "directory"
+    listAccess: "directory",
+    present: (items) => Spaces.use((spaces) => spaces.present(items))
   })
 
   registerResource(api, {

@@ -34,6 +34,8 @@ export interface ResourceSpec<T> {
   readonly readOne?: (organisationId: string, id: string) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
   /** Runs after any create, update or delete, with the organisation (rules reconfigure actors). */
   readonly afterWrite?: (organisationId: string) => Effect.Effect<void, never, HttpServices>
+  /** Completes what the store query read before it is answered (spaces: live counts from their actors). */
+  readonly present?: (items: ReadonlyArray<T>) => Effect.Effect<Array<T>, SqlError, HttpServices>
 }
 
 /**
@@ -47,6 +49,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
   const name = spec.table.resource
   const orders = Object.keys(spec.query.order)
   const filters = spec.filters ?? {}
+  const present = (item: T) => (spec.present === undefined ? Effect.succeed(item) : Effect.map(spec.present([item]), (items) => items[0]))
   const listQuery = z.object({
     ...listParams(orders, orders[0]),
     ...Object.fromEntries(Object.keys(filters).map((param) => [param, z.string().max(200).optional()]))
@@ -64,7 +67,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
       (spec.create !== undefined ? spec.create.handler(principal.organisationId, body) : Effect.gen(function*() {
         const sql = yield* Sql
         const id = yield* insertRow(sql, spec.table, principal.organisationId, body)
-        return yield* getOne(sql, spec.query, principal.organisationId, id)
+        return yield* present(yield* getOne(sql, spec.query, principal.organisationId, id))
       })).pipe(Effect.tap(() => spec.afterWrite?.(principal.organisationId) ?? Effect.void))
   })
 
@@ -79,7 +82,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     handler: ({ principal, params }) =>
       spec.readOne !== undefined
         ? spec.readOne(principal.organisationId, params.id)
-        : Sql.use((sql) => getOne(sql, spec.query, principal.organisationId, params.id))
+        : Sql.use((sql) => getOne(sql, spec.query, principal.organisationId, params.id)).pipe(Effect.flatMap(present))
   })
 
   api.route({
@@ -98,7 +101,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
         yield* devicesChanged(principal.organisationId)
         if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
-        return yield* getOne(sql, spec.query, principal.organisationId, params.id)
+        return yield* present(yield* getOne(sql, spec.query, principal.organisationId, params.id))
       })
   })
 
@@ -145,7 +148,8 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
           Object.entries(filters).map(([param, column]) => [column, q[param]] as const),
           { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until }
         )
-        return listReply(page, spec.plural)
+        const items = spec.present === undefined ? page.items : yield* spec.present(page.items)
+        return listReply({ items, total: page.total }, spec.plural)
       })
   })
 }

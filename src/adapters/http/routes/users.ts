@@ -7,7 +7,8 @@ import { constantTimeEqual, hashSecret } from "../../../auth/secrets.ts"
 import { SignInGuard } from "../../../auth/SignInGuard.ts"
 import { NotFound } from "../../../domain/errors.ts"
 import { newId, newSecret } from "../../../domain/ids.ts"
-import { spaceQuery } from "../../../store/spaces.ts"
+import { type SpaceJson, spaceQuery } from "../../../store/spaces.ts"
+import { Spaces } from "../../../supervisor/Spaces.ts"
 import { getOne } from "../../../store/crud.ts"
 import {
   addOrganisationUser,
@@ -72,6 +73,8 @@ const ouParams = z.object({ organisationUserId: z.string().min(1).max(200) })
 const teamParams = z.object({ id: z.string().min(1).max(200) })
 const teamMemberParams = z.object({ id: z.string().min(1).max(200), organisationUserId: z.string().min(1).max(200) })
 const spaceUserParams = z.object({ id: z.string().min(1).max(200), organisationUserId: z.string().min(1).max(200) })
+/** A space as `GET /spaces/{id}` answers it: with live counts, its actor taking the recipients just changed. */
+const presentSpace = (space: SpaceJson) => Spaces.use((spaces) => spaces.present([space])).pipe(Effect.map((items) => items[0]))
 const memberBody = z.object({ organisationUserId: z.string().min(1).max(200) })
 
 /** Management tokens live an hour (RFC 6749 §4.4: no refresh token for client credentials). */
@@ -429,7 +432,7 @@ export const userRoutes = (api: Api): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         yield* addSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
-        return yield* getOne(sql, spaceQuery, principal.organisationId, params.id)
+        return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
       })
   })
 
@@ -445,7 +448,7 @@ export const userRoutes = (api: Api): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         yield* removeSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
-        return yield* getOne(sql, spaceQuery, principal.organisationId, params.id)
+        return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
       })
   })
 }
