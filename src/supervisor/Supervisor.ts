@@ -135,6 +135,10 @@ const HELD_MAX = 64
 const NOTIFY_CONCURRENCY = 16
 /** Devices activated per query. */
 const ACTIVATE_CHUNK = 5000
+/** Actors started between two yields of the shard fiber. */
+const ACTIVATE_YIELD_EVERY = 100
+/** Messages a shard takes per round. */
+const STEP_MAX = 512
 /** 100 ms, 200 ms, 400 ms, 800 ms, 1.6 s between attempts; then the held messages are dropped. */
 const RESTART_SCHEDULE = Schedule.max([Schedule.exponential("100 millis"), Schedule.recurs(5)])
 /** A store that failed is retried without end, at most every 5 s: effects are not lost. */
@@ -318,7 +322,10 @@ const make = (options: SupervisorOptions = {}) =>
             [ids.slice(i, i + ACTIVATE_CHUNK)]
           )
           yield* loadRules(rows.map((r) => r.organisation_id))
+          let started = 0
           for (const row of rows) {
+            // Starting an actor costs tens of µs: let the sockets in between (a thousand at once stalled them ~100 ms).
+            if (++started % ACTIVATE_YIELD_EVERY === 0) yield* Effect.yieldNow
             const place: Place = { organisationId: row.organisation_id, spaceId: row.space_id, productId: row.product_id }
             const limit = offlineAfterMs(rules.get(place.organisationId) ?? [], place)
             const deviceId = row.id
@@ -700,12 +707,15 @@ const make = (options: SupervisorOptions = {}) =>
 
     const iteration = (shard: Shard) =>
       Effect.gen(function*() {
-        const taken = yield* Queue.takeAll(shard.mailbox)
+        // At most STEP_MAX messages a round: a round steps its actors synchronously, and a long
+        // one stalls every socket of the process (publish → subscriber latency).
+        const taken = yield* Queue.takeBetween(shard.mailbox, 1, STEP_MAX)
         // Synchronous up to the first yield below: all handed over before `markIn` is in hand.
         shard.wakeQueued = false
         const messages: Array<Message> = taken.filter((m) => m._tag !== "wake")
         let takenIn = messages.length
-        if (shard.overflow.size > 0) {
+        // The overflow holds what came after the mailbox filled up: only once it is empty.
+        if (shard.overflow.size > 0 && Queue.sizeUnsafe(shard.mailbox) === 0) {
           const overflow = shard.overflow
           shard.overflow = new Map()
           for (const c of overflow.values()) takenIn += c.count
