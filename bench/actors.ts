@@ -48,18 +48,11 @@ import { newId } from "../src/domain/ids.ts"
 import { Activity, type DeviceActivity } from "../src/ingest/Activity.ts"
 import { Sql } from "../src/store/Sql.ts"
 import { Supervisor } from "../src/supervisor/Supervisor.ts"
+import { intSetting } from "./harness.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const self = fileURLToPath(import.meta.url)
 const resultsFile = resolve(root, "bench/RESULTS.md")
-
-const intSetting = (name: string, fallback: number, min: number): number => {
-  const raw = process.env[name]
-  if (raw === undefined || raw === "") return fallback
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name}: expected a whole number from ${min}, got ${raw}`)
-  return n
-}
 
 const PARTS = ["pure", "postgres", "pglite"] as const
 type Part = (typeof PARTS)[number]

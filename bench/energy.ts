@@ -13,25 +13,30 @@
  * of each raw-readings case (20), BENCH_PG_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
  * BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { appendFileSync, existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
-import { cpus, totalmem } from "node:os"
+import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs"
+import { cpus } from "node:os"
 import { resolve } from "node:path"
-import { createInterface } from "node:readline"
 import { fileURLToPath } from "node:url"
 import postgres from "postgres"
+import {
+  type Child,
+  intSetting,
+  machine,
+  machineCores,
+  machineTicks,
+  onShutdown,
+  parallel,
+  postgresCpuSeconds,
+  processCpuSeconds,
+  runMain,
+  start,
+  stop,
+  utcDate
+} from "./harness.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const resultsFile = resolve(root, "bench/RESULTS.md")
-
-const intSetting = (name: string, fallback: number, min: number): number => {
-  const raw = process.env[name]
-  if (raw === undefined || raw === "") return fallback
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name}: expected a whole number from ${min}, got ${raw}`)
-  return n
-}
 
 const settings = {
   targets: (process.env.BENCH_TARGETS ?? "postgres,pglite").split(",").map((t) => t.trim()).filter((t) => t !== ""),
@@ -58,140 +63,9 @@ const COUNTRIES = ["IRL", "GBR", "FRA", "DEU", "ESP"]
 const AIMS = { postgres: { importPerSecond: 100_000, p50Ms: 50 }, pglite: { p50Ms: 250 } }
 const WATCHDOG_MS = 30 * 60_000
 
-// ---------------------------------------------------------------------------------------
-// Child processes (the patterns of bench/rest.ts)
-
-interface Child {
-  readonly process: ChildProcess
-  readonly tail: Array<string>
-  waitForLine(pattern: RegExp, timeoutMs: number): Promise<RegExpExecArray>
-  readonly exited: Promise<number | null>
-}
-
-const running = new Set<ChildProcess>()
-
-const start = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Child => {
-  const child = spawn(process.execPath, [...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
-  running.add(child)
-  const tail: Array<string> = []
-  const listeners = new Set<(line: string) => void>()
-  const keep = (line: string) => {
-    tail.push(line)
-    if (tail.length > 40) tail.shift()
-  }
-  createInterface({ input: child.stdout! }).on("line", (line) => {
-    keep(line)
-    for (const listener of listeners) listener(line)
-  })
-  createInterface({ input: child.stderr! }).on("line", keep)
-  const exited = new Promise<number | null>((resolveExit) => {
-    child.once("close", (code) => {
-      running.delete(child)
-      resolveExit(code)
-    })
-    child.once("error", (error) => {
-      keep(`spawn failed: ${error.message}`)
-      running.delete(child)
-      resolveExit(null)
-    })
-  })
-  const waitForLine = (pattern: RegExp, timeoutMs: number) =>
-    new Promise<RegExpExecArray>((resolveLine, reject) => {
-      const timer = setTimeout(() => finish(new Error(`${name}: no line matching ${pattern} within ${timeoutMs} ms\n${tail.join("\n")}`)), timeoutMs)
-      const onLine = (line: string) => {
-        const match = pattern.exec(line)
-        if (match) finish(match)
-      }
-      const finish = (outcome: RegExpExecArray | Error) => {
-        clearTimeout(timer)
-        listeners.delete(onLine)
-        if (outcome instanceof Error) reject(outcome)
-        else resolveLine(outcome)
-      }
-      listeners.add(onLine)
-      void exited.then((code) => finish(new Error(`${name} exited (code ${code}) before printing ${pattern}\n${tail.join("\n")}`)))
-    })
-  return { process: child, tail, waitForLine, exited }
-}
-
-const stop = async (child: Child, graceMs = 10_000): Promise<void> => {
-  if (child.process.exitCode !== null || child.process.signalCode !== null) return
-  child.process.kill("SIGTERM")
-  const timer = setTimeout(() => child.process.kill("SIGKILL"), graceMs)
-  await child.exited
-  clearTimeout(timer)
-}
-
-process.on("exit", () => {
-  for (const child of running) child.kill("SIGKILL")
-})
-
-const cleanups: Array<() => Promise<void>> = []
-const onShutdown = (f: () => Promise<void>): (() => Promise<void>) => {
-  let done: Promise<void> | undefined
-  const once = () => (done ??= f())
-  cleanups.unshift(once)
-  return once
-}
-const shutdown = async () => {
-  for (const f of cleanups) {
-    try {
-      await f()
-    } catch (error) {
-      console.error(`bench:energy: cleanup failed: ${error instanceof Error ? error.message : String(error)}`)
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// CPU from /proc
-
-const clockTicks = (() => {
-  try {
-    return Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100
-  } catch {
-    return 100
-  }
-})()
-
-const processCpuSeconds = (pid: number | undefined): number => {
-  if (pid === undefined) return Number.NaN
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / clockTicks
-  } catch {
-    return Number.NaN
-  }
-}
-
-/**
- * The backends serving `database` (their process title names it): this run's share of the
- * Postgres server, which other work on the machine may use too. The WAL writer and the
- * checkpointer serve every database and are not counted.
- */
-const postgresCpuSeconds = (database: string): number => {
-  let total = 0
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      if (!readFileSync(`/proc/${entry}/cmdline`, "utf8").includes(database)) continue
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-      if (stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")")) !== "postgres") continue
-      const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-      total += (Number(fields[11]) + Number(fields[12])) / clockTicks
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total
-}
-
-const machineTicks = (): { busy: number; total: number } => {
-  const values = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1, 9).map(Number)
-  const total = values.reduce((a, b) => a + b, 0)
-  return { busy: total - values[3] - values[4], total }
-}
+/** A Node child process in the repository root. */
+const node = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Child =>
+  start(name, process.execPath, args, { cwd: root, env })
 
 // ---------------------------------------------------------------------------------------
 // The server under test
@@ -229,9 +103,9 @@ const startServer = async (
   }
   delete env.NATS_URL
   delete env.DATA_DIR
-  const child = start(`voltaic (${name})`, ["--import", "tsx", "src/main.ts"], env)
+  const child = node(`voltaic (${name})`, ["--import", "tsx", "src/main.ts"], env)
   const close = onShutdown(async () => {
-    await stop(child)
+    await stop(child, 10_000)
     await cleanup()
   })
   const [, port] = await child.waitForLine(/http listening on [\d.]+:(\d+)/, 120_000)
@@ -286,19 +160,6 @@ const call = async (target: Target, method: string, path: string, body?: string,
 const idOf = (value: unknown): string => {
   if (typeof value === "object" && value !== null && "id" in value && typeof value.id === "string") return value.id
   throw new Error(`no id in ${JSON.stringify(value)}`)
-}
-
-const parallel = async <A>(count: number, width: number, f: (i: number) => Promise<A>): Promise<Array<A>> => {
-  const out = new Array<A>(count)
-  let next = 0
-  const worker = async () => {
-    while (next < count) {
-      const i = next++
-      out[i] = await f(i)
-    }
-  }
-  await Promise.all(Array.from({ length: Math.min(width, count) }, worker))
-  return out
 }
 
 interface Fleet {
@@ -385,7 +246,7 @@ const load = async (target: Target, fleet: Fleet): Promise<Load> => {
     seconds,
     serverCores: (processCpuSeconds(target.child.process.pid) - serverBefore) / seconds,
     databaseCores: databaseBefore === undefined || databaseAfter === undefined ? undefined : (databaseAfter - databaseBefore) / seconds,
-    machineCores: (machineAfter.busy - machineBefore.busy) / (machineAfter.total - machineBefore.total) * cpus().length
+    machineCores: machineCores(machineBefore, machineAfter)
   }
 }
 
@@ -551,20 +412,7 @@ const verdicts = (loads: ReadonlyArray<{ target: Target; load: Load }>, results:
   return out
 }
 
-const machine = () => {
-  const cpuModel = /^model name\s*:\s*(.*)$/m.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1] ?? cpus()[0]?.model ?? "unknown"
-  return `${cpus().length} cores, ${cpuModel}, ${(totalmem() / 2 ** 30).toFixed(1)} GiB memory, Node ${process.version}`
-}
-
 const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")
-
-const utcDate = () => {
-  try {
-    return execFileSync("date", ["-u"], { encoding: "utf8" }).trim()
-  } catch {
-    return new Date().toUTCString()
-  }
-}
 
 const HEADER = "# Benchmarks\n"
 
@@ -635,32 +483,4 @@ const main = async () => {
   return 0
 }
 
-let leaving = false
-const leave = async (code: number): Promise<never> => {
-  if (!leaving) {
-    leaving = true
-    setTimeout(() => process.exit(code), 30_000).unref()
-    await shutdown()
-  }
-  process.exit(code)
-}
-
-setTimeout(() => {
-  console.error(`bench:energy: still running after ${WATCHDOG_MS / 60_000} minutes; stopping`)
-  void leave(2)
-}, WATCHDOG_MS).unref()
-
-for (const signal of ["SIGINT", "SIGTERM"] as const) {
-  process.once(signal, () => {
-    console.error(`\nbench:energy: ${signal}; stopping the child processes`)
-    void leave(130)
-  })
-}
-
-main().then(
-  (code) => leave(code),
-  (error: unknown) => {
-    if (!leaving) console.error(`\nbench:energy failed: ${error instanceof Error ? error.stack ?? error.message : String(error)}`)
-    return leave(1)
-  }
-)
+runMain("bench:energy", WATCHDOG_MS, main)

@@ -39,6 +39,7 @@ import {
   awaitQuiet,
   type Child,
   gitState,
+  intSetting,
   machine,
   machineCores,
   machineTicks,
@@ -75,14 +76,6 @@ import {
 const root = fileURLToPath(new URL("..", import.meta.url))
 const resultsFile = resolve(root, "bench/RESULTS.md")
 const LABEL = "bench:ingest"
-
-const intSetting = (name: string, fallback: number, min: number): number => {
-  const raw = process.env[name]
-  if (raw === undefined || raw === "") return fallback
-  const n = Number(raw)
-  if (!Number.isInteger(n) || n < min) throw new Error(`${name}: expected a whole number from ${min}, got ${raw}`)
-  return n
-}
 
 const listSetting = (name: string, fallback: string, allowed: ReadonlyArray<string>): Array<string> => {
   const list = (process.env[name] ?? fallback).split(",").map((t) => t.trim()).filter((t) => t !== "")
