@@ -21,6 +21,8 @@ export interface Delivery {
 export type ControlMessage =
   | { readonly type: "credentials.changed" }
   | { readonly type: "devices.changed"; readonly organisationId: string }
+  /** Signs of life that stored nothing (MQTT sessions) moved these devices' `lastSeenAt`. */
+  | { readonly type: "devices.seen"; readonly deviceIds: ReadonlyArray<string> }
   | {
     readonly type: "spaces.changed"
     readonly origin: string

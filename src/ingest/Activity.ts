@@ -6,6 +6,8 @@ export interface DeviceActivity {
   readonly deviceId: string
   readonly at: number
   readonly event?: { readonly id: string; readonly name: string; readonly data: unknown; readonly timestamp: number } | undefined
+  /** A sign of life that stored nothing (an MQTT CONNECT or PINGREQ): the supervisor stores it. */
+  readonly session?: true | undefined
 }
 
 /**

@@ -11,7 +11,8 @@ import { Sql, type SqlError } from "./Sql.ts"
  * kept correct by invalidation rather than by time:
  *
  * - every delivery on the bus (an event or location of the device was stored, so its
- *   `lastSeenAt` moved) drops that device, in every process;
+ *   `lastSeenAt` moved) drops that device, in every process, and so does a `devices.seen`
+ *   notice (the supervisor stored a sign of life of an MQTT session);
  * - every write to a device, space, product, place or gateway of an organisation drops that
  *   organisation's devices, here and, through a bus control message, in every other process;
  * - a read that raced an invalidation does not store what it read (a placeholder marks the
@@ -55,6 +56,7 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
       })
       yield* bus.onControl((message) => {
         if (message.type === "devices.changed") dropOrganisation(message.organisationId)
+        else if (message.type === "devices.seen") for (const id of message.deviceIds) entries.delete(id)
       })
 
       const evict = () => {

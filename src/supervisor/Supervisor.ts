@@ -75,6 +75,8 @@ interface Hosted {
   lastActiveAt: number
   /** Liveness as stored (its snapshot in `device_actors`) and told to the space listeners. */
   reported: Liveness
+  /** The newest session sign of life (MQTT CONNECT/PINGREQ) not yet in the device's row. */
+  unstoredSeenAt: number | null
 }
 
 /** A change of a space's counts, applied to the store before it is told. */
@@ -172,6 +174,8 @@ interface Coalesced {
   /** Activities folded in here. */
   count: number
   seenAt: number
+  /** The newest session sign of life folded in, if any. */
+  sessionAt?: number | undefined
   readonly events: Array<DeviceActivity>
 }
 
@@ -331,7 +335,7 @@ const make = (options: SupervisorOptions = {}) =>
             const deviceId = row.id
             const input = { deviceId, offlineAfterMs: limit }
             const actor = row.snapshot ? createActor(machine, { input, snapshot: row.snapshot as never }) : createActor(machine, { input })
-            const entry: Hosted = { actor, place, lastActiveAt: now, reported: livenessOf(actor.getSnapshot().value) }
+            const entry: Hosted = { actor, place, lastActiveAt: now, reported: livenessOf(actor.getSnapshot().value), unstoredSeenAt: null }
             actor.on("*", (emitted) => {
               shard.effects.push({ _tag: "emitted", place, emitted })
               shard.seqFx++
@@ -411,6 +415,7 @@ const make = (options: SupervisorOptions = {}) =>
       const entry = shard.hosted.get(deviceId)
       if (entry === undefined) return // not a device (deleted meanwhile)
       entry.lastActiveAt = a.at
+      if (a.session === true && (entry.unstoredSeenAt === null || a.at > entry.unstoredSeenAt)) entry.unstoredSeenAt = a.at
       dirty.add(deviceId)
       if (!send(shard, deviceId, entry, { type: "device.seen", at: a.at }, a)) return
       const event = a.event
@@ -622,6 +627,32 @@ const make = (options: SupervisorOptions = {}) =>
         }
       })
 
+    /**
+     * A sign of life that stored nothing (an MQTT CONNECT or PINGREQ) moved the actor's
+     * `lastSeenAt` but not the device's row, which REST reads: bring the row up to the actor
+     * (events and locations already set it in their own commit, so they update nothing here)
+     * and drop those devices from every process's cached reads. Only devices with such a sign
+     * since the last write take part; rows are locked in id order, as the Writer locks them.
+     */
+    const recordSessionSigns = (entries: ReadonlyArray<readonly [string, Hosted]>) => {
+      const seen = entries.flatMap(([id, entry]) => (entry.unstoredSeenAt === null ? [] : [[id, entry.unstoredSeenAt, entry] as const]))
+      if (seen.length === 0) return Effect.void
+      return sql.query<{ id: string; organisation_id: string }>(
+        `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen)),
+         locked AS (SELECT d.id FROM devices d JOIN u ON u.id = d.id
+                    WHERE d.last_seen_at IS NULL OR d.last_seen_at < u.seen ORDER BY d.id FOR NO KEY UPDATE OF d)
+         UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen)
+         FROM u WHERE d.id = u.id AND d.id IN (SELECT id FROM locked) RETURNING d.id`,
+        [seen.map((e) => e[0]), seen.map((e) => e[1])]
+      ).pipe(
+        Effect.flatMap((rows) => {
+          // Stored: forget them unless a newer sign came meanwhile.
+          for (const [, at, entry] of seen) if (entry.unstoredSeenAt === at) entry.unstoredSeenAt = null
+          return rows.length === 0 ? Effect.void : bus.control({ type: "devices.seen", deviceIds: rows.map((r) => r.id) })
+        })
+      )
+    }
+
     const writeSnapshots = (entries: ReadonlyArray<readonly [string, Hosted]>, now: number) =>
       entries.length === 0 ? Effect.void : sql.query(
         `INSERT INTO device_actors (device_id, snapshot, updated_at)
@@ -679,6 +710,7 @@ const make = (options: SupervisorOptions = {}) =>
             t.entry.reported = t.to
           }
         }
+        yield* recordSessionSigns(entries)
         for (const [id] of entries) dirty.delete(id)
         if (changes.length > 0 && spaceListeners.length > 0) {
           const at = Date.now()
@@ -700,7 +732,12 @@ const make = (options: SupervisorOptions = {}) =>
           out.push({ _tag: "activity", activity: a })
           last = Math.max(last, a.at)
         }
-        if (c.seenAt > last) out.push({ _tag: "activity", activity: { organisationId: c.organisationId, deviceId: c.deviceId, at: c.seenAt } })
+        // A session's sign of life folded in is stored by the supervisor itself (a stored time
+        // marked so only costs a row the update then leaves alone).
+        if (c.seenAt > last) {
+          const session = c.sessionAt === undefined ? undefined : true
+          out.push({ _tag: "activity", activity: { organisationId: c.organisationId, deviceId: c.deviceId, at: c.seenAt, session } })
+        }
       }
       return out
     }
@@ -802,6 +839,7 @@ const make = (options: SupervisorOptions = {}) =>
       }
       c.count++
       c.seenAt = Math.max(c.seenAt, a.at)
+      if (a.session === true) c.sessionAt = Math.max(c.sessionAt ?? a.at, a.at)
       if (a.event !== undefined) {
         c.events.push(a)
         if (c.events.length > OVERFLOW_EVENTS) {
@@ -886,6 +924,7 @@ const make = (options: SupervisorOptions = {}) =>
         return entry === undefined ? [] : [[id, entry] as const]
       })
       yield* writeSnapshots(entries, now)
+      yield* recordSessionSigns(entries)
       for (const shard of shards) {
         if (shard.hosted.size > 0) {
           if (Queue.offerUnsafe(shard.mailbox, { _tag: "passivate", now })) shard.seqIn++

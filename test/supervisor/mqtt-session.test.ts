@@ -34,8 +34,15 @@ describe("MQTT session activity", () => {
       space: { id: spaceId },
       config: { afterSeconds: 1 }
     })).body
+    // Read (and cached) before the session: the REST read must follow the session's sign of life.
+    expect((await call("GET", `/devices/${device.id}`)).body.lastSeenAt).toBeNull()
     const connectedAt = Date.now()
     const client = await t.connectInMemory({ username: device.secretKey, password: " ", keepalive: 0 })
+    const seen = await until(async () => {
+      const at = (await call("GET", `/devices/${device.id}`)).body.lastSeenAt as number | null
+      return at === null ? undefined : at
+    }, 3_000, "the device's lastSeenAt after its CONNECT")
+    expect(seen).toBeGreaterThanOrEqual(connectedAt)
     // Nothing published: only the CONNECT can have started the device's offline timer.
     const [alert] = await until(async () => {
       const list = await alertsOf(rule.id, device.id)
@@ -58,8 +65,12 @@ describe("MQTT session activity", () => {
     })).body
     // keepalive 1 s: the client sends PINGREQ every second while it publishes nothing.
     const client = await t.connectInMemory({ username: device.secretKey, password: " ", keepalive: 1 })
-    await new Promise((r) => setTimeout(r, 3_500))
+    await new Promise((r) => setTimeout(r, 1_500))
+    const early = (await call("GET", `/devices/${device.id}`)).body.lastSeenAt as number
+    await new Promise((r) => setTimeout(r, 2_000))
     expect(await alertsOf(rule.id, device.id)).toEqual([])
+    // The pings moved the stored lastSeenAt too (written behind every second).
+    expect((await call("GET", `/devices/${device.id}`)).body.lastSeenAt).toBeGreaterThan(early)
     await client.endAsync(true)
     await until(async () => {
       const list = await alertsOf(rule.id, device.id)

@@ -106,7 +106,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
               onSuccess: (principal) =>
                 // A device's CONNECT is a sign of life; the CONNACK waits while its actor's mailbox is full.
                 (principal.kind === "device" && activity !== undefined
-                  ? activity.offer({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now() })
+                  ? activity.offer({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now(), session: true })
                   : Effect.void).pipe(Effect.andThen(Effect.sync(() => {
                   const session: Session = { credential: username ?? "", principal, refusals: 0 }
                   sessions.set(client, session)
@@ -270,7 +270,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       // A device's PINGREQ is a sign of life too (keep-alive of an otherwise quiet session).
       broker.on("ping", (_packet, client) => {
         const principal = sessions.get(client)?.principal
-        if (principal?.kind === "device") activity?.publish({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now() })
+        if (principal?.kind === "device") activity?.publish({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now(), session: true })
       })
       broker.on("clientError", onClientError)
       broker.on("connectionError", onClientError)
