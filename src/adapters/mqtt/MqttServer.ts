@@ -52,7 +52,9 @@ export class MqttServer extends Context.Service<MqttServer, MqttServerService>()
       }
 
       const tcpConnections = new Set<Socket>()
-      const tcp = createNetServer((socket) => {
+      // No Nagle: a PUBACK or a delivery is a small write that must leave at once, not wait for
+      // the ACK of the previous segment (bench:ingest latency, bench/RESULTS.md).
+      const tcp = createNetServer({ noDelay: true }, (socket) => {
         track(tcpConnections, socket)
         broker.handle(socket)
       })
