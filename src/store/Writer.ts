@@ -2,6 +2,7 @@ import { Context, Effect, Exit, Layer } from "effect"
 import { Unavailable } from "../domain/errors.ts"
 import type { ReadingInput } from "../energy/readings.ts"
 import { writeReadings } from "../energy/store.ts"
+import { touchDevices } from "./devices.ts"
 import { Sql, type SqlClient, type SqlError } from "./Sql.ts"
 
 export interface EventFile {
@@ -103,18 +104,9 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[]) AS u(id, org, cmd, dev, data, ts, proto)`
 
 /**
- * Rows are locked in id order before they are updated: two batches in flight at once touching
- * the same devices then queue behind each other instead of deadlocking. (NO KEY: the lock
- * UPDATE takes anyway, which lets the events' foreign-key checks of the other batch through.)
- */
-const TOUCH_DEVICES = `WITH locked AS (SELECT id FROM devices WHERE id = ANY($1::text[]) ORDER BY id FOR NO KEY UPDATE)
-  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen)
-  FROM unnest($1::text[], $2::int8[]) AS u(id, seen) WHERE d.id = u.id AND d.id IN (SELECT id FROM locked)`
-
-/**
  * The common batch, events without files or readings, as one statement: it commits on its own
  * (one round trip, no BEGIN/COMMIT), inserting the events and touching their devices together.
- * Rows go as one JSON document (`eventsDocument`), which costs the server a parse instead of
+ * Devices are touched as `touchDevices` does (locked in id order). Rows go as one JSON document (`eventsDocument`), which costs the server a parse instead of
  * costing this process the escaping of ten text arrays; `$1::text` keeps the driver from
  * serialising the text again as JSON.
  */
@@ -237,7 +229,7 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
           runs.map((r) => r.protocol)
         ])
       }
-      if (seen.size > 0) yield* tx.query(TOUCH_DEVICES, [[...seen.keys()], [...seen.values()]])
+      if (seen.size > 0) yield* touchDevices(tx, seen)
     })
   )
 }

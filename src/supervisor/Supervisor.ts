@@ -7,6 +7,7 @@ import { Bus } from "../bus/Bus.ts"
 import { alertTopic } from "../bus/topics.ts"
 import { Activity, type DeviceActivity } from "../ingest/Activity.ts"
 import { type AlertJson, type AlertRaise, openMany, transitionOpen } from "../store/alerts.ts"
+import { touchDevices } from "../store/devices.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
 
 /**
@@ -632,19 +633,12 @@ const make = (options: SupervisorOptions = {}) =>
      * `lastSeenAt` but not the device's row, which REST reads: bring the row up to the actor
      * (events and locations already set it in their own commit, so they update nothing here)
      * and drop those devices from every process's cached reads. Only devices with such a sign
-     * since the last write take part; rows are locked in id order, as the Writer locks them.
+     * since the last write take part.
      */
     const recordSessionSigns = (entries: ReadonlyArray<readonly [string, Hosted]>) => {
       const seen = entries.flatMap(([id, entry]) => (entry.unstoredSeenAt === null ? [] : [[id, entry.unstoredSeenAt, entry] as const]))
       if (seen.length === 0) return Effect.void
-      return sql.query<{ id: string; organisation_id: string }>(
-        `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen)),
-         locked AS (SELECT d.id FROM devices d JOIN u ON u.id = d.id
-                    WHERE d.last_seen_at IS NULL OR d.last_seen_at < u.seen ORDER BY d.id FOR NO KEY UPDATE OF d)
-         UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen)
-         FROM u WHERE d.id = u.id AND d.id IN (SELECT id FROM locked) RETURNING d.id`,
-        [seen.map((e) => e[0]), seen.map((e) => e[1])]
-      ).pipe(
+      return touchDevices(sql, new Map(seen.map(([id, at]) => [id, at]))).pipe(
         Effect.flatMap((rows) => {
           // Stored: forget them unless a newer sign came meanwhile.
           for (const [, at, entry] of seen) if (entry.unstoredSeenAt === at) entry.unstoredSeenAt = null

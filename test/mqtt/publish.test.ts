@@ -1,9 +1,13 @@
-import { Effect, Exit } from "effect"
+import { Exit } from "effect"
 import { describe, expect, it } from "vitest"
-import { decodePublish } from "../../src/adapters/mqtt/publish.ts"
+import { decode as decodePublish } from "../../src/adapters/mqtt/publish.ts"
+import { InvalidInput } from "../../src/domain/errors.ts"
 import { eventInput } from "../../src/ingest/schemas.ts"
 
-const decode = (topic: string, payload: string | Uint8Array) => Effect.runSync(Effect.exit(decodePublish(topic, payload)))
+const decode = (topic: string, payload: string | Uint8Array) => {
+  const request = decodePublish(topic, payload)
+  return request instanceof InvalidInput ? Exit.fail(request) : Exit.succeed(request)
+}
 const decoded = (topic: string, payload: string | Uint8Array) => {
   const exit = decode(topic, payload)
   if (Exit.isFailure(exit)) throw new Error(`${topic} ${String(payload)}: ${String(exit.cause)}`)

@@ -183,7 +183,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             (exit) =>
               Exit.isSuccess(exit)
                 ? accept(packet, callback)
-                : run(Effect.matchEffect(exit, { onSuccess: () => Effect.sync(() => accept(packet, callback)), onFailure: refuse(client, session, packet, callback) })),
+                : run(Effect.catch(exit, refuse(client, session, packet, callback))),
             true
           )
         ) return

@@ -99,13 +99,6 @@ export const decode = (topic: string, payload: Uint8Array | string): IngestReque
   }
 }
 
-/** `decode` as an effect. */
-export const decodePublish = (topic: string, payload: Uint8Array | string): Effect.Effect<IngestRequest, InvalidInput> =>
-  Effect.suspend(() => {
-    const request = decode(topic, payload)
-    return request instanceof InvalidInput ? Effect.fail(request) : Effect.succeed(request)
-  })
-
 /** Hands a decoded publish to the ingest service; resolves once the row is committed. */
 export const ingestPublish = (
   ingest: IngestService,
