@@ -48,7 +48,7 @@ import { newId } from "../src/domain/ids.ts"
 import { Activity, type DeviceActivity } from "../src/ingest/Activity.ts"
 import { Sql } from "../src/store/Sql.ts"
 import { Supervisor } from "../src/supervisor/Supervisor.ts"
-import { intSetting } from "./harness.ts"
+import { createBenchDatabase, intSetting } from "./harness.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const self = fileURLToPath(import.meta.url)
@@ -327,33 +327,7 @@ interface SupervisorResult {
   readonly warnings: ReadonlyArray<string>
 }
 
-interface Database {
-  readonly url: string
-  drop(): Promise<void>
-}
-
-const createDatabase = async (): Promise<Database> => {
-  const admin = postgres(settings.pgAdminUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
-  const name = `voltaic_bench_${randomBytes(6).toString("hex")}`
-  try {
-    await admin.unsafe(`CREATE DATABASE ${name}`)
-  } catch (error) {
-    await admin.end({ timeout: 0 })
-    throw new Error(`cannot create a database with BENCH_PG_ADMIN_URL: ${error instanceof Error ? error.message : String(error)}`)
-  }
-  const url = new URL(settings.pgAdminUrl)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: async () => {
-      try {
-        await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      } finally {
-        await admin.end({ timeout: 5 })
-      }
-    }
-  }
-}
+const createDatabase = () => createBenchDatabase(settings.pgAdminUrl)
 
 /** What a child must undo when stopped early (the app, the Postgres database). */
 let childCleanup: (() => Promise<void>) | undefined

@@ -18,9 +18,9 @@ import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs
 import { cpus } from "node:os"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import postgres from "postgres"
 import {
   type Child,
+  createBenchDatabase,
   intSetting,
   machine,
   machineCores,
@@ -32,7 +32,8 @@ import {
   runMain,
   start,
   stop,
-  utcDate
+  utcDate,
+  voltaicEnv
 } from "./harness.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -90,19 +91,7 @@ const startServer = async (
   settle: () => Promise<void>,
   cleanup: () => Promise<void>
 ): Promise<Target> => {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: "0",
-    HOST,
-    MQTT_PORT: "0",
-    MQTT_WS_PORT: "0",
-    COAP_PORT: "0",
-    LOG_LEVEL: "info",
-    BOOTSTRAP_APP_KEY: APP_KEY,
-    DATABASE_URL: databaseUrl
-  }
-  delete env.NATS_URL
-  delete env.DATA_DIR
+  const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
   const child = node(`voltaic (${name})`, ["--import", "tsx", "src/main.ts"], env)
   const close = onShutdown(async () => {
     await stop(child, 10_000)
@@ -113,32 +102,12 @@ const startServer = async (
 }
 
 const startPostgres = async (): Promise<Target> => {
-  const admin = postgres(settings.pgAdminUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
-  const database = `voltaic_bench_${randomBytes(6).toString("hex")}`
-  try {
-    await admin.unsafe(`CREATE DATABASE ${database}`)
-  } catch (error) {
-    await admin.end({ timeout: 0 })
-    throw new Error(`cannot create a database with BENCH_PG_ADMIN_URL: ${error instanceof Error ? error.message : String(error)}`)
-  }
-  const drop = onShutdown(async () => {
-    try {
-      await admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-    } finally {
-      await admin.end({ timeout: 5 })
-    }
-  })
-  const url = new URL(settings.pgAdminUrl)
-  url.pathname = `/${database}`
+  const db = await createBenchDatabase(settings.pgAdminUrl)
+  const drop = onShutdown(db.drop)
   const settle = async () => {
-    const db = postgres(url.toString(), { max: 1, onnotice: () => {}, connect_timeout: 5 })
-    try {
-      await db.unsafe("VACUUM ANALYZE")
-    } finally {
-      await db.end({ timeout: 5 })
-    }
+    await db.query("VACUUM ANALYZE")
   }
-  return startServer("Postgres", url.toString(), database, settings.devices, settle, drop)
+  return startServer("Postgres", db.url, db.name, settings.devices, settle, drop)
 }
 
 const startPglite = () => startServer("PGlite", "memory://", undefined, settings.pgliteDevices, async () => {}, async () => {})

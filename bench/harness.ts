@@ -7,6 +7,8 @@ import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { cpus, totalmem } from "node:os"
 import { createInterface } from "node:readline"
+import { randomBytes } from "node:crypto"
+import postgres from "postgres"
 
 // ---------------------------------------------------------------------------------------
 // Child processes
@@ -323,4 +325,68 @@ export const parallel = async <A>(count: number, width: number, f: (i: number) =
   }
   await Promise.all(Array.from({ length: Math.min(width, count) }, worker))
   return out
+}
+
+// ---------------------------------------------------------------------------------------
+// The server under test
+
+/**
+ * The environment of a Voltaic server under test: every listener on a free port at `host`,
+ * the given store, and nothing of the caller's shell that would change it (NATS, a data directory).
+ */
+export const voltaicEnv = (host: string, appKey: string, databaseUrl: string): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORT: "0",
+    HOST: host,
+    MQTT_PORT: "0",
+    MQTT_WS_PORT: "0",
+    COAP_PORT: "0",
+    LOG_LEVEL: "info",
+    BOOTSTRAP_APP_KEY: appKey,
+    DATABASE_URL: databaseUrl
+  }
+  delete env.NATS_URL
+  delete env.DATA_DIR
+  return env
+}
+
+export interface BenchDatabase {
+  readonly name: string
+  readonly url: string
+  /** Runs a statement on the database (ANALYZE, counts) over one connection kept for the run. */
+  query<T extends Record<string, unknown>>(statement: string, params?: ReadonlyArray<unknown>): Promise<Array<T>>
+  /** Closes that connection and drops the database; register it to run after the server stopped. */
+  drop(): Promise<void>
+}
+
+/** A fresh database on the Postgres server of `adminUrl` (which names a database to connect to for CREATE DATABASE). */
+export const createBenchDatabase = async (adminUrl: string, prefix = "voltaic_bench"): Promise<BenchDatabase> => {
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
+  const name = `${prefix}_${randomBytes(6).toString("hex")}`
+  try {
+    await admin.unsafe(`CREATE DATABASE ${name}`)
+  } catch (error) {
+    await admin.end({ timeout: 0 })
+    throw new Error(`cannot create a database with BENCH_PG_ADMIN_URL: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  let db: postgres.Sql | undefined
+  return {
+    name,
+    url: url.toString(),
+    query: async <T extends Record<string, unknown>>(statement: string, params: ReadonlyArray<unknown> = []) => {
+      db ??= postgres(url.toString(), { max: 1, onnotice: () => {}, connect_timeout: 5 })
+      return [...await db.unsafe<Array<T>>(statement, [...params] as Array<postgres.ParameterOrJSON<never>>)]
+    },
+    drop: async () => {
+      try {
+        await db?.end({ timeout: 5 })
+        await admin.unsafe(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      } finally {
+        await admin.end({ timeout: 5 })
+      }
+    }
+  }
 }

@@ -34,11 +34,11 @@ import { type AddressInfo, connect, createServer } from "node:net"
 import { cpus, tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import postgres from "postgres"
 import {
   awaitQuiet,
   type Child,
   gitState,
+  createBenchDatabase,
   intSetting,
   machine,
   machineCores,
@@ -55,7 +55,8 @@ import {
   start,
   stop,
   udpCounters,
-  utcDate
+  utcDate,
+  voltaicEnv
 } from "./harness.ts"
 import {
   type DeviceCredential,
@@ -298,19 +299,7 @@ const startVoltaic = async (
     ? []
     // One directory per target: tsx's loader thread writes a profile of its own beside the main thread's.
     : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase())}`]
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: "0",
-    HOST,
-    MQTT_PORT: "0",
-    MQTT_WS_PORT: "0",
-    COAP_PORT: "0",
-    LOG_LEVEL: "info",
-    BOOTSTRAP_APP_KEY: APP_KEY,
-    DATABASE_URL: databaseUrl
-  }
-  delete env.NATS_URL
-  delete env.DATA_DIR
+  const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
   const child = node(`voltaic (${name})`, [...settings.serverNodeArgs, ...profile, ...brokerFlags, settings.entry], env)
   const close = onShutdown(async () => {
     await stop(child, 15_000)
@@ -351,33 +340,16 @@ const storedOverRest = (httpUrl: string, devices: ReadonlyArray<DeviceCredential
 const startPglite = () => startVoltaic("PGlite", "memory://", undefined, async () => {}, storedOverRest)
 
 const startPostgres = async (): Promise<Target> => {
-  const admin = postgres(settings.pgAdminUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
-  const database = `voltaic_ingest_${randomBytes(6).toString("hex")}`
-  try {
-    await admin.unsafe(`CREATE DATABASE ${database}`)
-  } catch (error) {
-    await admin.end({ timeout: 0 })
-    throw new Error(`cannot create a database with BENCH_PG_ADMIN_URL: ${error instanceof Error ? error.message : String(error)}`)
-  }
-  const url = new URL(settings.pgAdminUrl)
-  url.pathname = `/${database}`
-  const db = postgres(url.toString(), { max: 1, onnotice: () => {}, connect_timeout: 5 })
+  const db = await createBenchDatabase(settings.pgAdminUrl, "voltaic_ingest")
   // Registered before the server so that it runs after the server has stopped.
-  const drop = onShutdown(async () => {
-    try {
-      await db.end({ timeout: 5 })
-      await admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-    } finally {
-      await admin.end({ timeout: 5 })
-    }
-  })
+  const drop = onShutdown(db.drop)
   const stored = () => async (eventName: string) => {
-    const [row] = await db.unsafe<Array<{ n: number }>>("SELECT count(*)::int AS n FROM events WHERE name = $1", [eventName])
+    const [row] = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM events WHERE name = $1", [eventName])
     return row.n
   }
   // As in bench:rest: a running server's tables have been analyzed by autovacuum.
-  return startVoltaic("Postgres", url.toString(), database, drop, stored, async () => {
-    await db.unsafe("ANALYZE")
+  return startVoltaic("Postgres", db.url, db.name, drop, stored, async () => {
+    await db.query("ANALYZE")
   })
 }
 

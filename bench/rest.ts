@@ -18,9 +18,9 @@ import { appendFileSync, existsSync, writeFileSync } from "node:fs"
 import { cpus } from "node:os"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import postgres from "postgres"
 import {
   type Child,
+  createBenchDatabase,
   intSetting,
   machine,
   machineCores,
@@ -32,7 +32,8 @@ import {
   runMain,
   start,
   stop,
-  utcDate
+  utcDate,
+  voltaicEnv
 } from "./harness.ts"
 import { type LoadResult, type LoadSpec, MEASURING } from "./protocol.ts"
 
@@ -97,19 +98,7 @@ const startVoltaic = async (
     ? []
     // One directory per target: tsx's loader thread writes a profile of its own beside the main thread's.
     : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase())}`]
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    PORT: "0",
-    HOST,
-    MQTT_PORT: "0",
-    MQTT_WS_PORT: "0",
-    COAP_PORT: "0",
-    LOG_LEVEL: "info",
-    BOOTSTRAP_APP_KEY: APP_KEY,
-    DATABASE_URL: databaseUrl
-  }
-  delete env.NATS_URL
-  delete env.DATA_DIR
+  const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
   const child = node(`voltaic (${name})`, [...profile, "--import", "tsx", settings.entry], env)
   const close = onShutdown(async () => {
     await stop(child, 10_000)
@@ -127,35 +116,15 @@ const startVoltaic = async (
 const startPglite = () => startVoltaic("PGlite", "memory://", async () => {})
 
 const startPostgres = async (): Promise<Target> => {
-  const admin = postgres(settings.pgAdminUrl, { max: 1, onnotice: () => {}, connect_timeout: 5 })
-  const database = `voltaic_bench_${randomBytes(6).toString("hex")}`
-  try {
-    await admin.unsafe(`CREATE DATABASE ${database}`)
-  } catch (error) {
-    await admin.end({ timeout: 0 })
-    throw new Error(`cannot create a database with BENCH_PG_ADMIN_URL: ${error instanceof Error ? error.message : String(error)}`)
-  }
+  const db = await createBenchDatabase(settings.pgAdminUrl)
   // Registered before the server so that it runs after the server has stopped.
-  const drop = onShutdown(async () => {
-    try {
-      await admin.unsafe(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-    } finally {
-      await admin.end({ timeout: 5 })
-    }
-  })
-  const url = new URL(settings.pgAdminUrl)
-  url.pathname = `/${database}`
+  const drop = onShutdown(db.drop)
   // A long-running server has had autovacuum analyze its tables; a database seeded a second ago
   // has not, and its plans for GET /devices/{id} then cost Postgres about twice the CPU.
   const analyze = async () => {
-    const db = postgres(url.toString(), { max: 1, onnotice: () => {}, connect_timeout: 5 })
-    try {
-      await db.unsafe("ANALYZE")
-    } finally {
-      await db.end({ timeout: 5 })
-    }
+    await db.query("ANALYZE")
   }
-  return startVoltaic("Postgres", url.toString(), drop, analyze, database)
+  return startVoltaic("Postgres", db.url, drop, analyze, db.name)
 }
 
 const targetStarters: Record<string, () => Promise<Target>> = { bare: startBare, pglite: startPglite, postgres: startPostgres }
