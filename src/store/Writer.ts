@@ -106,9 +106,14 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
 /**
  * The common batch, events without files or readings, as one statement: it commits on its own
  * (one round trip, no BEGIN/COMMIT), inserting the events and touching their devices together.
- * Devices are touched as `touchDevices` does (locked in id order). Rows go as one JSON document (`eventsDocument`), which costs the server a parse instead of
- * costing this process the escaping of ten text arrays; `$1::text` keeps the driver from
- * serialising the text again as JSON.
+ * Devices are touched as `touchDevices` does (locked in id order). Rows go as one JSON document
+ * (`eventsDocument`), which costs the server a parse instead of costing this process the
+ * escaping of ten text arrays; `$1::text` keeps the driver from serialising the text again as JSON.
+ *
+ * Devices are found by `id = ANY(ARRAY(…))`, which the generic plan of this prepared statement
+ * serves from the primary key: with `IN (SELECT …)` over a function scan (estimated at 100 rows)
+ * it scanned the whole `devices` table twice per batch whenever that table was small, and the
+ * batch cost Postgres 0.35 instead of 0.25 core at 5,000 events/s in batches of 9.
  */
 const INSERT_EVENTS_TOUCH = `WITH inserted AS (
     INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
@@ -117,9 +122,9 @@ const INSERT_EVENTS_TOUCH = `WITH inserted AS (
     RETURNING 1
   ),
   seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8)),
-  locked AS (SELECT id FROM devices WHERE id IN (SELECT id FROM seen) ORDER BY id FOR NO KEY UPDATE)
+  locked AS (SELECT id FROM devices WHERE id = ANY(ARRAY(SELECT id FROM seen)) ORDER BY id FOR NO KEY UPDATE)
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
-  FROM seen WHERE d.id = seen.id AND d.id IN (SELECT id FROM locked)`
+  FROM seen WHERE d.id = seen.id AND d.id = ANY(ARRAY(SELECT id FROM locked))`
 
 /**
  * Events as a JSON array of records. `data` is already JSON text and goes in as it is, inside a

@@ -124,14 +124,16 @@ export const deviceQuery: ResourceQuery<DeviceJson> = {
  * moved. Rows are locked in id order first, so two writers touching the same devices at once
  * queue behind each other instead of deadlocking (NO KEY: the lock UPDATE takes anyway, which
  * lets other transactions' foreign-key checks through); rows already as recent are left alone.
- * The Writer's one-statement events batch does the same inline (`INSERT_EVENTS_TOUCH`).
+ * The Writer's one-statement events batch does the same inline (`INSERT_EVENTS_TOUCH`), and
+ * like it finds the rows through the primary key (`= ANY`) rather than by scanning the table.
  */
 export const touchDevices = (client: SqlClient, seen: ReadonlyMap<string, number>) =>
   client.query<{ id: string }>(
     `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen)),
      locked AS (SELECT d.id FROM devices d JOIN u ON u.id = d.id
-                WHERE d.last_seen_at IS NULL OR d.last_seen_at < u.seen ORDER BY d.id FOR NO KEY UPDATE OF d)
+                WHERE d.id = ANY($1::text[]) AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen)
+                ORDER BY d.id FOR NO KEY UPDATE OF d)
      UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen)
-     FROM u WHERE d.id = u.id AND d.id IN (SELECT id FROM locked) RETURNING d.id`,
+     FROM u WHERE d.id = u.id AND d.id = ANY(ARRAY(SELECT id FROM locked)) RETURNING d.id`,
     [[...seen.keys()], [...seen.values()]]
   )
