@@ -198,6 +198,40 @@ describe("offline timers across a restart", () => {
   })
   afterAll(() => rm(dir, { recursive: true, force: true }))
 
+  it("rehydrates a device with the signs of life its actor only noted: the alert counts from the last one", async () => {
+    const own = await mkdtemp(join(tmpdir(), "voltaic-alerts-"))
+    const first = await startApp({ DATA_DIR: own })
+    const call = (t: TestApp, method: string, path: string, body?: unknown) => t.call(method, path, { key: BOOTSTRAP_KEY, body })
+    const space = (await call(first, "POST", "/spaces", { name: "S" })).body
+    const device = (await call(first, "POST", "/devices", { name: "Chatty", space: { id: space.id } })).body
+    const rule = (await call(first, "POST", "/alertRules", { name: "Gone", type: "offline", severity: "low", config: { afterSeconds: 3 } })).body
+    // The first event brings the actor online (its snapshot is written); the later ones are
+    // only noted on it, and reach the store in the device's row alone.
+    await first.call("POST", "/events", { key: device.secretKey, body: { name: "hello", data: 1 } })
+    await settled(first)
+    let last = 0
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, 200))
+      last = (await first.call("POST", "/events", { key: device.secretKey, body: { name: "hello", data: i } })).body.timestamp as number
+    }
+    await settled(first)
+    await first.close()
+
+    const second = await startApp({ DATA_DIR: own })
+    try {
+      const opened = await eventually(async () => {
+        const list = (await call(second, "GET", `/alerts?alertRule.id=${rule.id}`)).body as Array<{ firstSeenAt: number }>
+        return list.length > 0 ? list : undefined
+      }, 8_000, "the offline alert after restart")
+      expect(opened.value).toHaveLength(1)
+      // From the last event (in the device's row), not the first (in the stored snapshot).
+      expect(opened.value[0].firstSeenAt).toBe(last + 3_000)
+    } finally {
+      await second.close()
+      await rm(own, { recursive: true, force: true })
+    }
+  })
+
   it("opens the alert on time for a device that fell silent while the server was down", async () => {
     const first = await startApp({ DATA_DIR: dir })
     const call = (t: TestApp, method: string, path: string, body?: unknown) => t.call(method, path, { key: BOOTSTRAP_KEY, body })

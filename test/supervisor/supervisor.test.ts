@@ -137,12 +137,39 @@ describe("supervisor", () => {
     h.activity.publish({ organisationId: h.organisationId, deviceId: id, at: Date.now() })
     await h.supervisor.settled()
     // The deadline passes while the event loop is blocked: the timer's offline and the new
-    // sign of life reach the shard together.
+    // sign of life reach the shard together. That sign of life is noted while the actor still
+    // says online (its timer is late), yet it came after the deadline: offline goes first.
     const blockUntil = Date.now() + 1_200
     while (Date.now() < blockUntil) { /* busy */ }
-    h.activity.publish({ organisationId: h.organisationId, deviceId: id, at: Date.now() })
+    const back = Date.now()
+    h.activity.publish({ organisationId: h.organisationId, deviceId: id, at: back })
     await until(() => statesOf(h, id).length === 2, 3_000, "the alert opened and resolved")
     expect(statesOf(h, id)).toEqual(["unresolved", "resolved"])
+    const resolved = JSON.parse(h.deliveries.filter((d) => d.topic.endsWith("/alerts")).at(-1)!.payload) as { resolvedAt: number }
+    expect(resolved.resolvedAt).toBe(back)
+  })
+
+  it("keeps a device online on signs of life it only noted, and opens the alert from the last of them", async () => {
+    const h = await start({ shards: 1 })
+    const ruleId = await h.rule("offline", { afterSeconds: 1 }, true)
+    const [id] = await h.devices(1)
+    h.activity.publish({ organisationId: h.organisationId, deviceId: id, at: Date.now() })
+    await h.supervisor.settled()
+    const [{ snapshot: before }] = await h.query<{ snapshot: string }>("SELECT snapshot::text FROM device_actors WHERE device_id = $1", [id])
+    // Online now: plain signs of life are noted without a step, for 2.4 s (past two deadlines).
+    let last = 0
+    for (let i = 0; i < 8; i++) {
+      await new Promise((r) => setTimeout(r, 300))
+      last = Date.now()
+      h.activity.publish({ organisationId: h.organisationId, deviceId: id, at: last, event: { id: `e${i}`, name: "temperature", data: i, timestamp: last } })
+    }
+    expect(statesOf(h, id)).toEqual([])
+    // Nothing to write behind: the snapshot is the one the first sign of life wrote.
+    const [{ snapshot: after }] = await h.query<{ snapshot: string }>("SELECT snapshot::text FROM device_actors WHERE device_id = $1", [id])
+    expect(after).toBe(before)
+    await until(() => statesOf(h, id).length === 1, 3_000, "the offline alert")
+    const [alert] = await h.query<{ first_seen_at: number }>("SELECT first_seen_at FROM alerts WHERE alert_rule_id = $1", [ruleId])
+    expect(alert.first_seen_at).toBe(last + 1_000)
   })
 
   it("restarts a failing actor with exponential backoff from its last snapshot, without replaying its side effects", async () => {
