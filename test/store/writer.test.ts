@@ -70,6 +70,34 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     expect(writer.service.pending()).toBe(0)
   })
 
+  it("starts a lone batch at most every flushEveryMs, gathering what arrives meanwhile, and writes at once when idle", async () => {
+    const starts: Array<number> = []
+    const timing: SqlClient = {
+      ...sql,
+      query: (text, params) => {
+        if (text.includes("INSERT INTO events")) starts.push(performance.now())
+        return sql.query(text, params)
+      }
+    }
+    const writer = makeWriter(timing, { flushEveryMs: 40 })
+    // A trickle: one item every 5 ms for 400 ms, each waited for by nobody but its callback.
+    const done: Array<Promise<Exit.Exit<void, unknown>>> = []
+    for (let i = 0; i < 80; i++) {
+      done.push(new Promise((resolve) => writer.service.submit(event(6_000 + i), resolve)))
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    expect((await Promise.all(done)).every(Exit.isSuccess)).toBe(true)
+    expect(await count("events WHERE timestamp >= 6000 AND timestamp < 7000")).toBe(80)
+    // Back to back, 80 items this slow would go as ~80 batches: spaced 40 ms apart, ~10.
+    expect(starts.length).toBeLessThanOrEqual(14)
+    for (let i = 1; i < starts.length; i++) expect(starts[i] - starts[i - 1]).toBeGreaterThanOrEqual(39)
+    // Idle for longer than that: the next item is written at once.
+    await new Promise((resolve) => setTimeout(resolve, 60))
+    const submitted = performance.now()
+    await Effect.runPromise(writer.service.write(event(6_100)))
+    expect(starts.at(-1)! - submitted).toBeLessThan(20)
+  })
+
   it("fails only the item whose row is bad, not its batch neighbours", async () => {
     const writer = makeWriter(sql)
     const good = [event(2_000, "dev_w2"), event(2_001, "dev_w2")]
