@@ -30,6 +30,7 @@ import {
   postgresCpuSeconds,
   processCpuSeconds,
   runMain,
+  serverNodeFlags,
   start,
   stop,
   utcDate,
@@ -92,7 +93,7 @@ const startServer = async (
   cleanup: () => Promise<void>
 ): Promise<Target> => {
   const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
-  const child = node(`voltaic (${name})`, ["--import", "tsx", "src/main.ts"], env)
+  const child = node(`voltaic (${name})`, [...serverNodeFlags, "--import", "tsx", "src/main.ts"], env)
   const close = onShutdown(async () => {
     await stop(child, 10_000)
     await cleanup()

@@ -334,6 +334,15 @@ export const parallel = async <A>(count: number, width: number, f: (i: number) =
  * The environment of a Voltaic server under test: every listener on a free port at `host`,
  * the given store, and nothing of the caller's shell that would change it (NATS, a data directory).
  */
+/**
+ * The Node flags `npm start` gives the server (package.json `config.nodeFlags`): a benchmark
+ * measures the server as it ships, and gives the Node peers it starts the same runtime.
+ */
+export const serverNodeFlags: ReadonlyArray<string> = (() => {
+  const manifest = JSON.parse(readFileSync(new URL("../package.json", import.meta.url), "utf8")) as { config?: { nodeFlags?: string } }
+  return (manifest.config?.nodeFlags ?? "").split(" ").filter((flag) => flag !== "")
+})()
+
 export const voltaicEnv = (host: string, appKey: string, databaseUrl: string): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = {
     ...process.env,

@@ -50,6 +50,7 @@ import {
   processCpuSeconds,
   rssKiB,
   runMain,
+  serverNodeFlags,
   sleep,
   sleepUntil,
   start,
@@ -160,8 +161,8 @@ interface Target {
 const node = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) =>
   start(name, process.execPath, args, { cwd: root, env })
 
-/** Node flags of a broker we start: TypeScript, and the memory probe (inert until SIGUSR2). */
-const brokerFlags = ["--expose-gc", "--import", "tsx", "--import", "./bench/memory-probe.ts"]
+/** Node flags of a broker we start: `npm start`'s, TypeScript, and the memory probe (inert until SIGUSR2). */
+const brokerFlags = [...serverNodeFlags, "--expose-gc", "--import", "tsx", "--import", "./bench/memory-probe.ts"]
 
 interface MemoryUsage {
   readonly rss: number
@@ -863,7 +864,7 @@ aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker
   The load generators (${settings.loadProcs} publishing processes, mqtt.js / coap / node:http) share the ${cpus().length} cores with the
   server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
   what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
-- Voltaic runs from \`${settings.entry}\`${settings.serverNodeArgs.length > 0 ? ` with \`node ${settings.serverNodeArgs.join(" ")}\`` : ""} (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory). Devices are
+- Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory). Devices are
   created over REST; every case starts after ${settings.warmupSeconds} s of warm-up and measures ${settings.durationSeconds} s.
 - Memory: VmRSS of the broker process (Mosquitto: a private instance of the same binary, default settings, as the
   system daemon's allocator keeps what earlier runs freed; after a full GC on the Node brokers: \`--expose-gc\` and bench/memory-probe.ts,

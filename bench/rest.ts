@@ -30,6 +30,7 @@ import {
   postgresCpuSeconds,
   processCpuSeconds,
   runMain,
+  serverNodeFlags,
   start,
   stop,
   utcDate,
@@ -99,7 +100,7 @@ const startVoltaic = async (
     // One directory per target: tsx's loader thread writes a profile of its own beside the main thread's.
     : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase())}`]
   const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
-  const child = node(`voltaic (${name})`, [...profile, "--import", "tsx", settings.entry], env)
+  const child = node(`voltaic (${name})`, [...serverNodeFlags, ...profile, "--import", "tsx", settings.entry], env)
   const close = onShutdown(async () => {
     await stop(child, 10_000)
     await cleanup()
