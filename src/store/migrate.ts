@@ -33,8 +33,13 @@ export const loadMigrations = Effect.tryPromise({
 export const migrate = Effect.gen(function*() {
   const sql = yield* Sql
   const migrations = yield* loadMigrations
-  yield* sql.exec(
-    "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)"
+  // Under the lock too: two processes starting at once on an empty Postgres both saw the table
+  // missing and one failed (`type "schema_migrations" already exists`).
+  yield* sql.transaction((tx) =>
+    Effect.andThen(
+      tx.query("SELECT pg_advisory_xact_lock($1)", [MIGRATION_LOCK]),
+      tx.exec("CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at bigint NOT NULL)")
+    )
   )
   const applied: Array<string> = []
   for (const migration of migrations) {

@@ -66,3 +66,25 @@ describe.each(STORE_KINDS)("the store on %s", (kind) => {
     expect(error.code).toBe("23505")
   })
 })
+
+describe("migrations on one empty Postgres from several processes at once", () => {
+  it("apply once, and none of the starters fails", async () => {
+    const db = await createPostgresDatabase()
+    const scope = await Effect.runPromise(Scope.make())
+    try {
+      // Eight starters, each with its own pool, as eight processes would have.
+      const clients = await Promise.all(Array.from({ length: 8 }, async () => {
+        const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer({ _tag: "postgres", url: Redacted.make(db.url) }), scope))
+        return Context.get(context, Sql)
+      }))
+      const results = await Promise.all(clients.map((client) => Effect.runPromiseExit(Effect.provideService(migrate, Sql, client))))
+      expect(results.filter(Exit.isFailure)).toEqual([])
+      const files = await Effect.runPromise(loadMigrations)
+      const applied = results.flatMap((r) => (Exit.isSuccess(r) ? r.value : []))
+      expect(applied.sort()).toEqual(files.map((f) => f.name).sort())
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      await db.drop()
+    }
+  })
+})
