@@ -461,7 +461,7 @@ const make = (options: SupervisorOptions = {}) =>
       if (all === undefined || (a.event !== undefined && evaluates(all, entry.place, a.event.name))) return false
       const value = entry.actor.getSnapshot().value
       if (value !== "online" && value !== "unwatched") return false
-      if (a.at > entry.lastActiveAt) entry.lastActiveAt = a.at
+      entry.lastActiveAt = a.at
       if (entry.pendingSeenAt === null || a.at > entry.pendingSeenAt) entry.pendingSeenAt = a.at
       return true
     }
@@ -508,7 +508,7 @@ const make = (options: SupervisorOptions = {}) =>
       const entry = shard.hosted.get(deviceId)
       if (entry === undefined) return // not a device (deleted meanwhile)
       if (noteSeen(entry, a)) return
-      if (a.at > entry.lastActiveAt) entry.lastActiveAt = a.at
+      entry.lastActiveAt = a.at
       if (a.session === true && (entry.unstoredSeenAt === null || a.at > entry.unstoredSeenAt)) entry.unstoredSeenAt = a.at
       dirty.add(deviceId)
       // One sign of life carries the newest time noted or sent: the actor's lastSeenAt never goes back.
