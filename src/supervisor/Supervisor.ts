@@ -468,7 +468,9 @@ const make = (options: SupervisorOptions = {}) =>
 
     /**
      * Sends the actor the sign of life noted for it, if any: outside a step (a timer, a rules
-     * change), so a failure goes to the shard as a crash, like a timer's.
+     * change), so a failure goes to the shard as a crash, like a timer's. The sign of life
+     * arrives late, so the timer it re-arms is resumed from now for what is left of it, as
+     * after a rehydration (the machine arms a timer for the whole period from the seen event).
      */
     const catchUp = (shard: Shard, deviceId: string, entry: Hosted) => {
       const at = entry.pendingSeenAt
@@ -476,6 +478,7 @@ const make = (options: SupervisorOptions = {}) =>
       entry.pendingSeenAt = null
       try {
         entry.actor.send({ type: "device.seen", at })
+        entry.actor.send({ type: "device.resumed", at: Date.now() })
       } catch (cause) {
         shard.crashed.push({ deviceId, actor: entry.actor, cause })
         shard.seqFx++
