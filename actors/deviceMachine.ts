@@ -19,7 +19,11 @@ export interface DeviceContext {
 }
 
 export type DeviceEvent =
-  | { readonly type: "device.seen"; readonly at: number }
+  /**
+   * A sign of life at `at`. `toldAt`: when it was told, if later (a host that noted signs of life
+   * and hands over the newest one late): the timer then counts what is left from `at`.
+   */
+  | { readonly type: "device.seen"; readonly at: number; readonly toldAt?: number | undefined }
   | { readonly type: "device.configured"; readonly offlineAfterMs: number | null; readonly at: number }
   /** After rehydration: restart the timer for what is left of it (timers survive restarts). */
   | { readonly type: "device.resumed"; readonly at: number }
@@ -60,7 +64,9 @@ export const deviceMachine = setup({
       Math.max(0, (context.lastSeenAt ?? 0) + (context.offlineAfterMs ?? 0) - (context.timerFrom ?? context.lastSeenAt ?? 0))
   },
   actions: {
-    recordSeen: assign(({ event }) => (event.type === "device.seen" ? { lastSeenAt: event.at, timerFrom: event.at } : {})),
+    recordSeen: assign(({ event }) =>
+      event.type === "device.seen" ? { lastSeenAt: event.at, timerFrom: Math.max(event.at, event.toldAt ?? event.at) } : {}
+    ),
     recordConfig: assign(({ event }) =>
       event.type === "device.configured" ? { offlineAfterMs: event.offlineAfterMs, timerFrom: event.at } : {}
     ),

@@ -35,6 +35,19 @@ describe("deviceMachine", () => {
     expect(emitted.map((e) => e.type)).toEqual(["device.offline"])
   })
 
+  it("counts a sign of life told late from when it happened, not from when it was told", () => {
+    const { actor, clock, emitted } = start(10_000)
+    actor.send({ type: "device.seen", at: 0 })
+    clock.increment(9_000)
+    // Seen at 6,000, told at 9,000: the deadline is 16,000, 7,000 from now.
+    actor.send({ type: "device.seen", at: 6_000, toldAt: 9_000 })
+    clock.increment(6_999)
+    expect(actor.getSnapshot().value).toBe("online")
+    clock.increment(1)
+    expect(actor.getSnapshot().value).toBe("offline")
+    expect(emitted).toEqual([{ type: "device.offline", deviceId: "dev_1", lastSeenAt: 6_000, at: 16_000 }])
+  })
+
   it("comes back online when seen again and says so", () => {
     const { actor, clock, emitted } = start(5_000)
     actor.send({ type: "device.seen", at: 0 })
