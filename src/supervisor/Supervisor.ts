@@ -144,8 +144,6 @@ export interface SupervisorOptions {
 /** Idle actors without a pending timer leave memory after this; their snapshot stays. */
 const PASSIVATE_AFTER_MS = 5 * 60 * 1000
 const SNAPSHOT_EVERY = "1 second"
-/** Noted signs of life reach actors whose offline timer is due within this (two write-behind ticks). */
-const CATCH_UP_AHEAD_MS = 2_000
 const SHARDS = 16
 const MAILBOX_CAPACITY = 4096
 /** Events per device kept for rule evaluation while its shard's mailbox is full. */
@@ -258,8 +256,6 @@ const make = (options: SupervisorOptions = {}) =>
     const restartSchedule = options.restartSchedule ?? RESTART_SCHEDULE
     const rules = new Map<string, Array<Rule>>()
     const dirty = new Set<string>()
-    /** Hosted devices with a sign of life noted and not yet sent to their actor (`noteSeen`). */
-    const noted = new Map<string, Hosted>()
     const alertListeners: Array<(opened: AlertOpened) => Effect.Effect<void>> = []
     const spaceListeners: Array<(at: number, changes: ReadonlyArray<SpaceChange>) => Effect.Effect<void>> = []
     const workers = yield* FiberMap.make<number>()
@@ -466,21 +462,19 @@ const make = (options: SupervisorOptions = {}) =>
       const value = entry.actor.getSnapshot().value
       if (value !== "online" && value !== "unwatched") return false
       entry.lastActiveAt = a.at
-      if (entry.pendingSeenAt === null) noted.set(a.deviceId, entry)
       if (entry.pendingSeenAt === null || a.at > entry.pendingSeenAt) entry.pendingSeenAt = a.at
       return true
     }
 
     /**
-     * Sends the actor the sign of life noted for it, if any: outside a step (a timer, the
-     * write-behind tick, a rules change), so a failure goes to the shard as a crash, like a
-     * timer's. It is told late (`toldAt`): the timer it re-arms counts what is left of it.
+     * Sends the actor the sign of life noted for it, if any: outside a step (a timer, a rules
+     * change), so a failure goes to the shard as a crash, like a timer's. It is told late
+     * (`toldAt`): the timer it re-arms counts what is left of it.
      */
     const catchUp = (shard: Shard, deviceId: string, entry: Hosted) => {
       const at = entry.pendingSeenAt
       if (at === null) return
       entry.pendingSeenAt = null
-      noted.delete(deviceId)
       try {
         entry.actor.send({ type: "device.seen", at, toldAt: Date.now() })
       } catch (cause) {
@@ -521,7 +515,6 @@ const make = (options: SupervisorOptions = {}) =>
       // One sign of life carries the newest time noted or sent: the actor's lastSeenAt never goes back.
       const at = entry.pendingSeenAt !== null && entry.pendingSeenAt > a.at ? entry.pendingSeenAt : a.at
       entry.pendingSeenAt = null
-      noted.delete(deviceId)
       if (!send(shard, deviceId, entry, { type: "device.seen", at }, a)) return
       const event = a.event
       if (event === undefined) return
@@ -1012,22 +1005,6 @@ const make = (options: SupervisorOptions = {}) =>
     /** Write-behind of snapshots; then each shard passivates its idle actors without a pending timer. */
     const flush = Effect.gen(function*() {
       const now = Date.now()
-      // Timers due before the next tick are re-armed now from the noted sign of life, rather
-      // than all at their deadline (many devices that went quiet together would pile up there).
-      for (const [id, entry] of noted) {
-        const shard = shardOf(id)
-        if (shard.hosted.get(id) !== entry || entry.pendingSeenAt === null) {
-          noted.delete(id)
-          continue
-        }
-        const { lastSeenAt, offlineAfterMs } = entry.actor.getSnapshot().context
-        // Unwatched: no timer to re-arm; the noted time waits on the entry for its next step.
-        if (offlineAfterMs === null) noted.delete(id)
-        // A sign of life after the deadline is the timer's to order: offline first, then back.
-        else if (lastSeenAt !== null && lastSeenAt + offlineAfterMs - now < CATCH_UP_AHEAD_MS && entry.pendingSeenAt <= lastSeenAt + offlineAfterMs) {
-          catchUp(shard, id, entry)
-        }
-      }
       const ids = [...dirty]
       dirty.clear()
       const entries = ids.flatMap((id) => {
