@@ -48,8 +48,9 @@ import { Sql, type SqlError } from "../store/Sql.ts"
  *   without the mailbox, a step or a snapshot write: at thousands of events a second, stepping
  *   xstate for each cost ~40 µs and ~16 KB of short-lived garbage an event, and writing every
  *   moved snapshot each second cost Postgres a 1,000-row upsert. The noted time reaches the
- *   actor before any other event (`catchUp`), and before its offline timer fires (the actor's
- *   clock asks first, so the timer is re-armed instead); a snapshot written without it is
+ *   actor with the next sign of life it steps (which carries the newest time), before a rules
+ *   change reconfigures it, and when its offline timer fires (the actor's clock asks first:
+ *   `catchUp` re-arms the timer for what is left instead); a snapshot written without it is
  *   brought up to the device row's `last_seen_at`, which the same commit moved, when it is
  *   rehydrated.
  * - Space counts: a device whose liveness (online, offline, neither) differs from what its
