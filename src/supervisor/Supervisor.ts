@@ -448,9 +448,13 @@ const make = (options: SupervisorOptions = {}) =>
       return true
     }
 
-    /** Whether a rule of the organisation looks at events of this name from this device. */
-    const evaluates = (all: ReadonlyArray<Rule>, place: Place, eventName: string) =>
-      all.some((r) => (r.type === "threshold" || r.type === "anomaly") && r.config.eventName === eventName && applies(r, place))
+    /** Whether a rule of the organisation looks at events of this name from this device (per event: no closure). */
+    const evaluates = (all: ReadonlyArray<Rule>, place: Place, eventName: string) => {
+      for (const r of all) {
+        if ((r.type === "threshold" || r.type === "anomaly") && r.config.eventName === eventName && applies(r, place)) return true
+      }
+      return false
+    }
 
     /**
      * Notes a plain sign of life (stored, and looked at by no rule) for an actor it would move
