@@ -17,6 +17,7 @@ import { createSocket } from "node:dgram"
 import { Agent as HttpAgent, request as httpRequest } from "node:http"
 import { createInterface } from "node:readline"
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt"
+import { LeanMqttClient, OK, type Outcome, REFUSED } from "./lean-mqtt.ts"
 import {
   type DeviceCredential,
   type IdleReady,
@@ -94,14 +95,14 @@ const connectMqtt = (url: string, clientId: string, key: string): Promise<MqttCl
   })
 
 /** Connects `count` clients, `width` at a time; connection `i` uses `devices[i % devices.length]`. */
-const connectAll = async (
-  url: string,
+const connectAll = async <C>(
+  connect: (clientId: string, key: string) => Promise<C>,
   devices: ReadonlyArray<DeviceCredential>,
   count: number,
   prefix: string,
   width: number
-): Promise<{ clients: Array<MqttClient | undefined>; failed: number; firstError: string | undefined }> => {
-  const clients = new Array<MqttClient | undefined>(count)
+): Promise<{ clients: Array<C | undefined>; failed: number; firstError: string | undefined }> => {
+  const clients = new Array<C | undefined>(count)
   let failed = 0
   let firstError: string | undefined
   let next = 0
@@ -109,7 +110,7 @@ const connectAll = async (
     while (next < count) {
       const i = next++
       try {
-        clients[i] = await connectMqtt(url, `${prefix}-${i}`, devices[i % devices.length].key)
+        clients[i] = await connect(`${prefix}-${i}`, devices[i % devices.length].key)
       } catch (error) {
         failed += 1
         firstError ??= message(error)
@@ -120,16 +121,32 @@ const connectAll = async (
   return { clients, failed, firstError }
 }
 
-type Outcome = { readonly kind: "ok" } | { readonly kind: "refused" } | { readonly kind: "error"; readonly error: string }
-const OK: Outcome = { kind: "ok" }
-const REFUSED: Outcome = { kind: "refused" }
+/** A publishing device: `LeanMqttClient`, or mqtt.js with `BENCH_LOAD_CLIENT=mqtt.js` (for comparison). */
+interface Publisher {
+  readonly connected: boolean
+  publish(topic: string, payload: string, qos: 0 | 1): Promise<Outcome>
+  onClose(handler: () => void): void
+  end(): void
+}
 
-/** Resolves when mqtt.js has handed the packet on (QoS 0: written or drained; QoS 1: PUBACK). */
-const mqttPublish = (client: MqttClient, topic: string, payload: string, qos: 0 | 1): Promise<Outcome> =>
-  new Promise((resolvePublish) => {
-    if (!client.connected) return resolvePublish({ kind: "error", error: "not connected" })
-    client.publish(topic, payload, { qos }, (error) => resolvePublish(error ? { kind: "error", error: error.message } : OK))
-  })
+/** mqtt.js as a `Publisher`: resolves when it has handed the packet on (QoS 0: written or drained; QoS 1: PUBACK). */
+const mqttJsPublisher = (client: MqttClient): Publisher => ({
+  get connected() {
+    return client.connected
+  },
+  publish: (topic, payload, qos) =>
+    new Promise((resolvePublish) => {
+      if (!client.connected) return resolvePublish({ kind: "error", error: "not connected" })
+      client.publish(topic, payload, { qos }, (error) => resolvePublish(error ? { kind: "error", error: error.message } : OK))
+    }),
+  onClose: (handler) => void client.once("close", handler),
+  end: () => void client.end(true)
+})
+
+const connectPublisher = (url: string) => (clientId: string, key: string): Promise<Publisher> =>
+  process.env.BENCH_LOAD_CLIENT === "mqtt.js"
+    ? connectMqtt(url, clientId, key).then(mqttJsPublisher)
+    : LeanMqttClient.connect(url, clientId, key)
 
 // ---------------------------------------------------------------------------------------
 // Publishing
@@ -141,18 +158,18 @@ const publish = async (spec: PublishSpec) => {
   let disconnects = 0
 
   // Set up every device's channel before printing ready.
-  let clients: Array<MqttClient> = []
+  let clients: Array<Publisher> = []
   let coapAgent: CoapAgent | undefined
   let httpAgent: HttpAgent | undefined
   if (transport.kind === "mqtt") {
-    const connected = await connectAll(transport.url, spec.devices, spec.devices.length, spec.clientPrefix, 100)
+    const connected = await connectAll(connectPublisher(transport.url), spec.devices, spec.devices.length, spec.clientPrefix, 100)
     if (connected.failed > 0) throw new Error(`${connected.failed} of ${spec.devices.length} MQTT connections failed: ${connected.firstError}`)
-    clients = connected.clients.filter((c): c is MqttClient => c !== undefined)
+    clients = connected.clients.filter((c): c is Publisher => c !== undefined)
     for (const client of clients) {
-      client.once("close", () => {
+      client.onClose(() => {
         disconnects += 1
         // Fails what waits for a PUBACK instead of keeping it for a reconnect that never comes.
-        client.end(true)
+        client.end()
       })
     }
   } else if (transport.kind === "coap") {
@@ -252,7 +269,7 @@ const publish = async (spec: PublishSpec) => {
   /** Sends one event of `device` (index `i`) over the transport. */
   const sendOne = (i: number, name: string, t: number, qos: 0 | 1): Promise<Outcome> => {
     const device = spec.devices[i]
-    if (transport.kind === "mqtt") return mqttPublish(clients[i], topic(device, name), mqttBody(t), qos)
+    if (transport.kind === "mqtt") return clients[i].publish(topic(device, name), mqttBody(t), qos)
     if (transport.kind === "coap") return coapSend(device, name, t)
     return httpSend(device, name, t)
   }
@@ -408,7 +425,7 @@ const publish = async (spec: PublishSpec) => {
     skipped
   }
   process.stdout.write(`${JSON.stringify(result)}\n`)
-  for (const client of clients) client.end(true)
+  for (const client of clients) client.end()
   httpAgent?.destroy()
   coapAgent?.close()
 }
@@ -459,7 +476,7 @@ const subscribe = async (spec: SubscribeSpec) => {
 // Idle connections
 
 const idle = async (spec: IdleSpec) => {
-  const connected = await connectAll(spec.url, spec.devices, spec.connections, spec.clientPrefix, spec.connectWidth)
+  const connected = await connectAll((clientId, key) => connectMqtt(spec.url, clientId, key), spec.devices, spec.connections, spec.clientPrefix, spec.connectWidth)
   const ready: IdleReady = { opened: spec.connections - connected.failed, failed: connected.failed, firstError: connected.firstError }
   process.stdout.write(`${READY} ${JSON.stringify(ready)}\n`)
   for (;;) {

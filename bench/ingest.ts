@@ -26,6 +26,7 @@
  * directory: run the Voltaic servers with `--cpu-prof` into it), BENCH_ENTRY (src/main.ts),
  * BENCH_SERVER_NODE_ARGS (extra node flags for the Voltaic servers, e.g. `--max-semi-space-size=64`),
  * BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
+ * BENCH_LOAD_CLIENT (lean: MQTT publishers on bench/lean-mqtt.ts; mqtt.js: on the mqtt package),
  * BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
 import { randomBytes } from "node:crypto"
@@ -861,7 +862,7 @@ const record = (date: string, r: Results) => {
 aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker of this machine as MQTT ceilings.
 
 - Machine: ${machine()}.${settings.targets.includes("postgres") ? " Postgres runs on the same machine, sharing its cores." : ""}
-  The load generators (${settings.loadProcs} publishing processes, mqtt.js / coap / node:http) share the ${cpus().length} cores with the
+  The load generators (${settings.loadProcs} publishing processes, ${process.env.BENCH_LOAD_CLIENT === "mqtt.js" ? "mqtt.js" : "bench/lean-mqtt.ts (mqtt-packet on a socket)"} / coap / node:http; the subscriber and idle connections on mqtt.js) share the ${cpus().length} cores with the
   server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
   what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
 - Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory). Devices are

@@ -1,0 +1,125 @@
+/**
+ * The publishing side of an MQTT 3.1.1 client, and nothing more, for the load processes of
+ * `bench/ingest.ts`: a TCP socket, `mqtt-packet` to encode and parse, and a map of the
+ * publishes waiting for their PUBACK. What is measured is the broker, so the load should cost
+ * the shared machine as little as it can. mqtt.js (which the tests, the subscriber and the idle
+ * connections use) spent about 70 µs of CPU per QoS 1 publish here, two thirds of it in
+ * JavaScript (its outgoing store, message-id allocator, write queue and callbacks), and the
+ * two load processes took as much of the 2 cores as the server under test.
+ *
+ * No keep-alive (CONNECT with keepalive 0), no reconnection, no QoS 2: a case lasts seconds,
+ * and a lost connection fails what it had in flight.
+ */
+import { createConnection, type Socket } from "node:net"
+import mqttPacket from "mqtt-packet"
+
+export type Outcome = { readonly kind: "ok" } | { readonly kind: "refused" } | { readonly kind: "error"; readonly error: string }
+export const OK: Outcome = { kind: "ok" }
+export const REFUSED: Outcome = { kind: "refused" }
+
+const QOS0_DONE: Promise<Outcome> = Promise.resolve(OK)
+
+export class LeanMqttClient {
+  connected = false
+  private readonly socket: Socket
+  private readonly waiting = new Map<number, (outcome: Outcome) => void>()
+  private readonly closeHandlers: Array<() => void> = []
+  private nextId = 0
+
+  private constructor(socket: Socket) {
+    this.socket = socket
+  }
+
+  /** Connects with `username` as the credential (the password is ignored by Voltaic). */
+  static connect(url: string, clientId: string, username: string, timeoutMs = 30_000): Promise<LeanMqttClient> {
+    const { hostname, port } = new URL(url)
+    return new Promise((resolveClient, reject) => {
+      const socket = createConnection({ host: hostname, port: Number(port) })
+      const client = new LeanMqttClient(socket)
+      const parser = mqttPacket.parser({ protocolVersion: 4 })
+      let settled = false
+      const fail = (error: Error) => {
+        if (settled) return
+        settled = true
+        socket.destroy()
+        reject(error)
+      }
+      const timer = setTimeout(() => fail(new Error("no CONNACK in time")), timeoutMs)
+      parser.on("packet", (packet) => {
+        if (packet.cmd === "puback") {
+          const id = packet.messageId ?? -1
+          const resolvePublish = client.waiting.get(id)
+          if (resolvePublish !== undefined) {
+            client.waiting.delete(id)
+            resolvePublish(OK)
+          }
+        } else if (packet.cmd === "connack") {
+          clearTimeout(timer)
+          if (packet.returnCode !== 0) return fail(new Error(`CONNACK refused: return code ${packet.returnCode}`))
+          settled = true
+          client.connected = true
+          resolveClient(client)
+        }
+      })
+      parser.on("error", (error: Error) => {
+        client.fail(`bad packet from the broker: ${error.message}`)
+        socket.destroy()
+      })
+      socket.on("data", (chunk: Buffer) => parser.parse(chunk))
+      socket.on("error", (error) => {
+        clearTimeout(timer)
+        fail(error)
+      })
+      socket.on("close", () => {
+        clearTimeout(timer)
+        fail(new Error("closed before CONNACK"))
+        client.connected = false
+        client.fail("connection closed")
+        for (const handler of client.closeHandlers.splice(0)) handler()
+      })
+      socket.write(
+        mqttPacket.generate({
+          cmd: "connect",
+          protocolId: "MQTT",
+          protocolVersion: 4,
+          clientId,
+          clean: true,
+          keepalive: 0,
+          ...(username === "" ? {} : { username, password: Buffer.from(" ") })
+        })
+      )
+    })
+  }
+
+  /** Resolves once the packet is written (QoS 0) or its PUBACK came (QoS 1). */
+  publish(topic: string, payload: string, qos: 0 | 1): Promise<Outcome> {
+    if (!this.connected) return Promise.resolve({ kind: "error", error: "not connected" })
+    if (qos === 0) {
+      // As mqtt.js: done once written, or once drained when the socket's buffer is full.
+      if (this.socket.write(mqttPacket.generate({ cmd: "publish", topic, payload, qos: 0, dup: false, retain: false }))) return QOS0_DONE
+      return new Promise((resolvePublish) => this.socket.once("drain", () => resolvePublish(OK)))
+    }
+    let messageId = this.nextId % 65535 + 1
+    while (this.waiting.has(messageId)) messageId = messageId % 65535 + 1
+    this.nextId = messageId
+    return new Promise((resolvePublish) => {
+      this.waiting.set(messageId, resolvePublish)
+      this.socket.write(mqttPacket.generate({ cmd: "publish", topic, payload, qos: 1, messageId, dup: false, retain: false }))
+    })
+  }
+
+  onClose(handler: () => void): void {
+    if (this.socket.destroyed) handler()
+    else this.closeHandlers.push(handler)
+  }
+
+  end(): void {
+    this.connected = false
+    this.socket.destroy()
+  }
+
+  private fail(error: string) {
+    for (const resolvePublish of this.waiting.values()) resolvePublish({ kind: "error", error })
+    this.waiting.clear()
+  }
+}
