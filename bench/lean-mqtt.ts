@@ -7,6 +7,11 @@
  * JavaScript (its outgoing store, message-id allocator, write queue and callbacks), and the
  * two load processes took as much of the 2 cores as the server under test.
  *
+ * Packets go out with `mqtt-packet`'s `writeToStream`, as in mqtt.js: corked until the next tick,
+ * so what one turn of the event loop publishes on a connection is one write. With a plain
+ * `socket.write` per publish, Nagle held a connection's second publish until the first was
+ * acknowledged, and the closed-loop cases stored ~12 % fewer events/s than with mqtt.js.
+ *
  * No keep-alive (CONNECT with keepalive 0), no reconnection, no QoS 2: a case lasts seconds,
  * and a lost connection fails what it had in flight.
  */
@@ -96,7 +101,7 @@ export class LeanMqttClient {
     if (!this.connected) return Promise.resolve({ kind: "error", error: "not connected" })
     if (qos === 0) {
       // As mqtt.js: done once written, or once drained when the socket's buffer is full.
-      if (this.socket.write(mqttPacket.generate({ cmd: "publish", topic, payload, qos: 0, dup: false, retain: false }))) return QOS0_DONE
+      if (mqttPacket.writeToStream({ cmd: "publish", topic, payload, qos: 0, dup: false, retain: false }, this.socket)) return QOS0_DONE
       return new Promise((resolvePublish) => this.socket.once("drain", () => resolvePublish(OK)))
     }
     let messageId = this.nextId % 65535 + 1
@@ -104,7 +109,7 @@ export class LeanMqttClient {
     this.nextId = messageId
     return new Promise((resolvePublish) => {
       this.waiting.set(messageId, resolvePublish)
-      this.socket.write(mqttPacket.generate({ cmd: "publish", topic, payload, qos: 1, messageId, dup: false, retain: false }))
+      mqttPacket.writeToStream({ cmd: "publish", topic, payload, qos: 1, messageId, dup: false, retain: false }, this.socket)
     })
   }
 
