@@ -67,7 +67,7 @@ export class LeanMqttClient {
         }
       })
       parser.on("error", (error: Error) => {
-        client.fail(`bad packet from the broker: ${error.message}`)
+        client.failWaiting(`bad packet from the broker: ${error.message}`)
         socket.destroy()
       })
       socket.on("data", (chunk: Buffer) => parser.parse(chunk))
@@ -79,7 +79,7 @@ export class LeanMqttClient {
         clearTimeout(timer)
         fail(new Error("closed before CONNACK"))
         client.connected = false
-        client.fail("connection closed")
+        client.failWaiting("connection closed")
         for (const handler of client.closeHandlers.splice(0)) handler()
       })
       socket.write(
@@ -123,7 +123,7 @@ export class LeanMqttClient {
     this.socket.destroy()
   }
 
-  private fail(error: string) {
+  private failWaiting(error: string) {
     for (const resolvePublish of this.waiting.values()) resolvePublish({ kind: "error", error })
     this.waiting.clear()
   }
