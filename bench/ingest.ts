@@ -15,8 +15,9 @@
  * section and appends them to `bench/RESULTS.md`.
  *
  * Settings (environment): BENCH_TARGETS (aedes,mosquitto,postgres,pglite), BENCH_CASES
- * (idle,latency,qos0,qos1,coap,http), BENCH_DURATION seconds per case (10), BENCH_WARMUP
- * seconds before each (2), BENCH_DEVICES (1000), BENCH_IDLE_CONNECTIONS (10000),
+ * (idle,latency,qos0,qos1,coap,http), BENCH_DURATION seconds per throughput case (10),
+ * BENCH_LATENCY_DURATION seconds of the latency case (60: long enough to take in the server's full
+ * GCs, which a 10 s window may miss), BENCH_WARMUP seconds before each (2), BENCH_DEVICES (1000), BENCH_IDLE_CONNECTIONS (10000),
  * BENCH_RATE events/s of the latency case (5000), BENCH_LATENCY_QOS (1), BENCH_LOAD_PROCS
  * publishing processes (2), BENCH_IDLE_PROCS (4), BENCH_QOS1_WINDOW publishes in flight per
  * MQTT connection (2), BENCH_COAP_WINDOW requests in flight per CoAP device (1),
@@ -94,6 +95,7 @@ const settings = {
   targets: listSetting("BENCH_TARGETS", TARGETS.join(","), TARGETS),
   cases: listSetting("BENCH_CASES", CASES.join(","), CASES),
   durationSeconds: intSetting("BENCH_DURATION", 10, 1),
+  latencySeconds: intSetting("BENCH_LATENCY_DURATION", 60, 1),
   warmupSeconds: intSetting("BENCH_WARMUP", 2, 0),
   devices: intSetting("BENCH_DEVICES", 1000, 1),
   idleConnections: intSetting("BENCH_IDLE_CONNECTIONS", 10_000, 1),
@@ -432,7 +434,12 @@ const backgroundNote = (): Array<string> => {
   ]
 }
 
-const runPublishers = async (target: Target, specFor: (devices: ReadonlyArray<DeviceCredential>, i: number) => PublishSpec, subscriber?: SubscribeSpec): Promise<PublishRun> => {
+const runPublishers = async (
+  target: Target,
+  durationSeconds: number,
+  specFor: (devices: ReadonlyArray<DeviceCredential>, i: number) => PublishSpec,
+  subscriber?: SubscribeSpec
+): Promise<PublishRun> => {
   const parts = split(target.devices, settings.loadProcs)
   const loads = parts.map((devices, i) => startLoad(`load ${i}`, specFor(devices, i)))
   const sub = subscriber === undefined ? undefined : startLoad("subscriber", subscriber)
@@ -441,7 +448,7 @@ const runPublishers = async (target: Target, specFor: (devices: ReadonlyArray<De
     await Promise.all(all.map((l) => l.ready))
     const t0 = Date.now() + 500
     const windowStart = t0 + settings.warmupSeconds * 1000
-    const windowEnd = windowStart + settings.durationSeconds * 1000
+    const windowEnd = windowStart + durationSeconds * 1000
     const results = all.map((l) => l.child.waitForLine(/^\{.*\}$/, windowEnd - Date.now() + settings.drainLimitMs + 60_000))
     for (const l of all) l.child.send(`go ${t0}`)
     const cpu = await sampleCpu(target, all.map((l) => l.child), windowStart, windowEnd)
@@ -493,7 +500,7 @@ const throughput = async (target: Target, name: ThroughputCaseName): Promise<Thr
   await quiet(`${target.ceiling ? target.name : `Voltaic/${target.name}`} ${name}`)
   process.stdout.write(`  ${target.name.padEnd(10)} ${name.padEnd(11)} `)
   const udpBefore = udpCounters()
-  const run = await runPublishers(target, (devices, i) => ({
+  const run = await runPublishers(target, settings.durationSeconds, (devices, i) => ({
     mode: "publish",
     transport,
     devices,
@@ -561,9 +568,10 @@ const latency = async (target: Target): Promise<LatencyCase> => {
   process.stdout.write(`  ${target.name.padEnd(10)} ${`${settings.rate.toLocaleString("en-US")}/s`.padEnd(11)} `)
   const eventName = "bench-latency"
   const procs = Math.min(settings.loadProcs, target.devices.length)
-  const timing = { warmupMs: settings.warmupSeconds * 1000, durationMs: settings.durationSeconds * 1000, drainLimitMs: settings.drainLimitMs }
+  const timing = { warmupMs: settings.warmupSeconds * 1000, durationMs: settings.latencySeconds * 1000, drainLimitMs: settings.drainLimitMs }
   const run = await runPublishers(
     target,
+    settings.latencySeconds,
     (devices, i) => ({
       mode: "publish",
       transport: { kind: "mqtt", url: target.mqttUrl, qos: settings.latencyQos },
@@ -592,7 +600,7 @@ const latency = async (target: Target): Promise<LatencyCase> => {
     target: target.name,
     ceiling: target.ceiling,
     sent: sum(rs.map((r) => r.sent)),
-    sentPerSecond: sum(rs.map((r) => r.sent)) / settings.durationSeconds,
+    sentPerSecond: sum(rs.map((r) => r.sent)) / settings.latencySeconds,
     acked: sum(rs.map((r) => r.acked)),
     skipped: sum(rs.map((r) => r.skipped)),
     received: run.subscriber?.received ?? 0,
@@ -866,7 +874,7 @@ aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker
   server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
   what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
 - Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory). Devices are
-  created over REST; every case starts after ${settings.warmupSeconds} s of warm-up and measures ${settings.durationSeconds} s.
+  created over REST; every case starts after ${settings.warmupSeconds} s of warm-up and measures ${settings.durationSeconds} s (latency: ${settings.latencySeconds} s).
 - Memory: VmRSS of the broker process (Mosquitto: a private instance of the same binary, default settings, as the
   system daemon's allocator keeps what earlier runs freed; after a full GC on the Node brokers: \`--expose-gc\` and bench/memory-probe.ts,
   inert until SIGUSR2) before and ${3} s after ${int(settings.idleConnections)} MQTT connections (${settings.idleProcs} processes;
@@ -913,7 +921,7 @@ const main = async () => {
   const date = utcDate()
   console.log(`${LABEL} — ${machine()}; Voltaic: ${settings.entry}, ${gitState(root, ["src", "migrations"])}`)
   console.log(
-    `${settings.devices} devices, ${settings.warmupSeconds} s warm-up + ${settings.durationSeconds} s per case; ` +
+    `${settings.devices} devices, ${settings.warmupSeconds} s warm-up + ${settings.durationSeconds} s per case (latency ${settings.latencySeconds} s); ` +
       `targets ${settings.targets.join(", ")}; cases ${settings.cases.join(", ")}\n`
   )
   const results: Results = { throughput: [], latency: [], idle: [], skipped: [], failures: [] }
