@@ -17,7 +17,8 @@
  * Settings (environment): BENCH_TARGETS (aedes,mosquitto,postgres,pglite), BENCH_CASES
  * (idle,latency,qos0,qos1,coap,http), BENCH_DURATION seconds per throughput case (10),
  * BENCH_LATENCY_DURATION seconds of the latency case (60: long enough to take in the server's full
- * GCs, which a 10 s window may miss), BENCH_WARMUP seconds before each (2), BENCH_DEVICES (1000), BENCH_IDLE_CONNECTIONS (10000),
+ * GCs, which a 10 s window may miss), BENCH_WARMUP seconds before each (2), BENCH_DEVICES (1000),
+ * BENCH_IDLE_CONNECTIONS (10000),
  * BENCH_RATE events/s of the latency case (5000), BENCH_LATENCY_QOS (1), BENCH_LOAD_PROCS
  * publishing processes (2), BENCH_IDLE_PROCS (4), BENCH_QOS1_WINDOW publishes in flight per
  * MQTT connection (2), BENCH_COAP_WINDOW requests in flight per CoAP device (1),
