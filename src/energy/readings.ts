@@ -1,6 +1,7 @@
 import { Effect, Predicate } from "effect"
 import { InvalidInput } from "../domain/errors.ts"
 import { formatDecimal, MAX_SCALE, parseDecimal } from "./decimal.ts"
+import { parseInstant } from "../domain/instant.ts"
 
 /** Energy readings: what events named `electricity`, `gas` or `water` and bulk rows carry. */
 
@@ -91,19 +92,6 @@ export interface ImportRow {
   readonly reading: ReadingInput
 }
 
-/** The latest instant a reading may carry (the events schema's bound). */
-const MAX_TIMESTAMP = 8_640_000_000_000_000
-
-/** Epoch milliseconds (number or digits) or an ISO-8601 date-time → epoch ms. */
-export const parseTimestamp = (raw: unknown): number | undefined => {
-  if (typeof raw === "number") return Number.isSafeInteger(raw) && raw >= 0 && raw <= MAX_TIMESTAMP ? raw : undefined
-  if (typeof raw !== "string") return undefined
-  if (/^\d+$/.test(raw)) return parseTimestamp(Number(raw))
-  if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(raw)) return undefined
-  const ms = Date.parse(raw)
-  return Number.isNaN(ms) || ms < 0 ? undefined : ms
-}
-
 const DEVICE_ID = /^[A-Za-z0-9_-]{1,200}$/
 
 /**
@@ -118,7 +106,7 @@ export const parseImportRow = (kind: EnergyKind, raw: unknown, index: number): I
   if (deviceId === undefined) return invalid(`${prefix}.device`, "is required: a device id or {\"id\"}")
   if (typeof deviceId !== "string" || !DEVICE_ID.test(deviceId)) return invalid(`${prefix}.device`, "must be a device id such as \"dev_…\" or {\"id\"}")
   if (raw.timestamp === undefined) return invalid(`${prefix}.timestamp`, "is required (epoch milliseconds or ISO-8601)")
-  const timestamp = parseTimestamp(raw.timestamp)
+  const timestamp = parseInstant(raw.timestamp)
   if (timestamp === undefined) return invalid(`${prefix}.timestamp`, `must be epoch milliseconds or an ISO-8601 date-time; got ${JSON.stringify(raw.timestamp)}`)
   const reading = readingFields(kind, raw, `${prefix}.`)
   if (reading instanceof InvalidInput) return reading

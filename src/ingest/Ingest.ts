@@ -73,6 +73,9 @@ export interface IngestService {
 /** Device ids seen recently → their organisation: most traffic names the same devices again. */
 const OWNER_CACHE_MAX = 100_000
 
+/** JSON text over the data limit in UTF-8 bytes; the byte count is taken only when it could be. */
+const tooLarge = (text: string) => text.length * 3 > MAX_EVENT_DATA_BYTES && Buffer.byteLength(text) > MAX_EVENT_DATA_BYTES
+
 /** A number as stored in a numeric column: the shortest exact decimal JavaScript prints. */
 const decimal = (n: number) => String(n)
 
@@ -91,19 +94,54 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         owners.set(deviceId, organisationId)
       }
 
-      /** Which device an envelope is for, checked against the sender's organisation. */
-      const resolveDevice = (principal: Principal, ref: DeviceRef | undefined): Effect.Effect<string, IngestError> => {
+      /** The customId of a device of the organisation (null when it has none); 404 otherwise. */
+      const customIdOf = (organisationId: string, id: string) =>
+        sql.query<{ custom_id: string | null }>("SELECT custom_id FROM devices WHERE id = $1 AND organisation_id = $2", [id, organisationId]).pipe(
+          Effect.flatMap(([row]) => row === undefined ? Effect.fail(new NotFound({ resource: "device", id })) : Effect.succeed(row.custom_id))
+        )
+
+      /**
+       * Which device an envelope is for, checked against the sender's organisation. A device key
+       * acts as itself and may name only itself. `create`: a new `customId` creates its device
+       * (events and locations); otherwise it is 404 (a command run needs a device with commands).
+       */
+      const resolveDevice = (
+        principal: Principal,
+        ref: DeviceRef | undefined,
+        create = true
+      ): Effect.Effect<string, IngestError> => {
         if (principal.kind === "device") {
           if (ref?.id !== undefined && ref.id !== principal.id) {
             return Effect.fail(new Forbidden({ message: "a device key may only act as its own device" }))
           }
-          return Effect.succeed(principal.id)
+          if (ref?.customId === undefined) return Effect.succeed(principal.id)
+          const customId = ref.customId
+          return customIdOf(principal.organisationId, principal.id).pipe(
+            Effect.flatMap((own) =>
+              own === customId
+                ? Effect.succeed(principal.id)
+                : Effect.fail(new Forbidden({ message: "a device key may only act as its own device" }))
+            )
+          )
         }
         if (principal.kind === "app" && principal.readOnly) {
           return Effect.fail(new Forbidden({ message: "this application key is read-only" }))
         }
         if (principal.kind === "management") {
           return Effect.fail(new Forbidden({ message: "a management token serves the user-management interface only" }))
+        }
+        if (ref?.id !== undefined && ref.customId !== undefined) {
+          const { id, customId } = ref
+          return customIdOf(principal.organisationId, id).pipe(
+            Effect.flatMap((own) =>
+              own === customId ? Effect.succeed(id) : Effect.fail(
+                new InvalidInput({
+                  field: "device.customId",
+                  message: `device.customId: device ${id} has customId ${JSON.stringify(own)}, not ${JSON.stringify(customId)}`
+                })
+              )
+            )
+          )
         }
         if (ref?.id !== undefined) {
           const id = ref.id
@@ -118,7 +156,9 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
             })
           )
         }
-        if (ref?.customId !== undefined) return deviceByCustomId(principal.organisationId, ref.customId)
+        if (ref?.customId !== undefined) {
+          return create ? deviceByCustomId(principal.organisationId, ref.customId) : existingByCustomId(principal.organisationId, ref.customId)
+        }
         return Effect.fail(new InvalidInput({ field: "device", message: "device: name the device with device.id or device.customId" }))
       }
 
@@ -137,18 +177,27 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           return rows[0].id
         })
 
+      const existingByCustomId = (organisationId: string, customId: string) =>
+        sql.query<{ id: string }>("SELECT id FROM devices WHERE organisation_id = $1 AND custom_id = $2", [organisationId, customId]).pipe(
+          Effect.flatMap(([row]) =>
+            row === undefined ? Effect.fail(new NotFound({ resource: "device with customId", id: customId })) : Effect.succeed(row.id)
+          )
+        )
+
       const dataText = (data: unknown) => {
         if (data === undefined) return Effect.succeed(null)
         const text = JSON.stringify(data)
-        return text.length > MAX_EVENT_DATA_BYTES ? Effect.fail(new PayloadTooLarge({ limit: MAX_EVENT_DATA_BYTES })) : Effect.succeed(text)
+        return tooLarge(text) ? Effect.fail(new PayloadTooLarge({ limit: MAX_EVENT_DATA_BYTES })) : Effect.succeed(text)
       }
 
       const event: IngestService["event"] = (envelope) =>
         Effect.gen(function*() {
-          const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
           const input = envelope.payload
+          // Every refusal of the payload comes before the device is resolved: a new customId
+          // creates its device, and a refused event must change nothing.
           const data = yield* dataText(input.data)
           const reading = yield* energyReadingOf(input.name, input.data)
+          const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
           const now = Date.now()
           const id = newId("evt", now)
           const timestamp = input.timestamp ?? now
@@ -188,6 +237,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
 
       /** The device an envelope is for when that needs neither the store nor a refusal. */
       const knownDevice = (principal: Principal, ref: DeviceRef | undefined): string | undefined => {
+        if (ref?.customId !== undefined) return undefined
         if (principal.kind === "device") return ref?.id === undefined || ref.id === principal.id ? principal.id : undefined
         if (principal.kind !== "app" || principal.readOnly || ref?.id === undefined) return undefined
         return owners.get(ref.id) === principal.organisationId ? ref.id : undefined
@@ -199,7 +249,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         const deviceId = knownDevice(envelope.principal, envelope.device)
         if (deviceId === undefined) return false
         const data = input.data === undefined ? null : JSON.stringify(input.data)
-        if (data !== null && data.length > MAX_EVENT_DATA_BYTES) return false
+        if (data !== null && tooLarge(data)) return false
         const organisationId = envelope.principal.organisationId
         const now = Date.now()
         const id = newId("evt", now)
@@ -271,11 +321,21 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
             )
             command = rows[0]
             if (command === undefined) return yield* new NotFound({ resource: "command", id: input.id })
+            // The id decides; a slug or device given with it must agree rather than be ignored.
+            if (input.slug !== undefined && input.slug !== command.slug) {
+              return yield* new InvalidInput({ field: "slug", message: `slug: command ${command.id} has slug ${command.slug}, not ${input.slug}` })
+            }
+            if (envelope.device !== undefined && (envelope.device.id !== undefined || envelope.device.customId !== undefined)) {
+              const named = yield* resolveDevice(principal, envelope.device, false)
+              if (named !== command.device_id) {
+                return yield* new InvalidInput({ field: "device", message: `device: command ${command.id} belongs to device ${command.device_id}, not ${named}` })
+              }
+            }
           } else {
             if (input.slug === undefined) {
               return yield* new InvalidInput({ field: "slug", message: "slug: is required (or the command id)" })
             }
-            const deviceId = yield* resolveDevice(principal, envelope.device)
+            const deviceId = yield* resolveDevice(principal, envelope.device, false)
             const rows = yield* sql.query<{ id: string; slug: string; device_id: string }>(
               "SELECT id, slug, device_id FROM commands WHERE device_id = $1 AND slug = $2 AND organisation_id = $3",
               [deviceId, input.slug, principal.organisationId]

@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi"
 import { isTopicLevel } from "../bus/topics.ts"
+import { INSTANT_RULE, parseInstant } from "../domain/instant.ts"
 
 /** Shapes shared by every protocol: REST bodies, MQTT payloads and CoAP payloads. */
 
@@ -8,11 +9,17 @@ export const deviceRefSchema = z.object({
   customId: z.string().min(1).max(200).optional()
 }).openapi("DeviceRef")
 
-const instant = z.union([
-  z.number().int().min(0).max(8_640_000_000_000_000),
-  z.string().refine((v) => !Number.isNaN(Date.parse(v)), { message: "must be epoch milliseconds or an ISO-8601 date-time" })
-    .transform((v) => Date.parse(v))
-]).openapi({ description: "epoch milliseconds or ISO-8601; defaults to the time of receipt" })
+const instant = z.unknown().transform((value, ctx) => {
+  const ms = parseInstant(value)
+  if (ms === undefined) {
+    ctx.addIssue({ code: "custom", message: `${INSTANT_RULE}, got ${JSON.stringify(value) ?? String(value)}` })
+    return z.NEVER
+  }
+  return ms
+}).openapi({
+  anyOf: [{ type: "integer", minimum: 0 }, { type: "string", format: "date-time" }],
+  description: "epoch milliseconds (a number or a string of digits) or ISO-8601; defaults to the time of receipt"
+})
 
 export const eventName = z.string().min(1).max(200).refine(isTopicLevel, {
   message: "must not contain '/', '+' or '#' (it is an MQTT topic level)"

@@ -23,6 +23,11 @@ export interface Table {
   readonly prefix: IdPrefix
   readonly columns: Readonly<Record<string, Column>>
   readonly references: Readonly<Record<string, Reference>>
+  /**
+   * The field a unique constraint of the table holds, and its scope ("per device"): a conflict
+   * names it (409 `slug: …`) rather than the constraint.
+   */
+  readonly unique?: { readonly field: string; readonly scope: string }
 }
 
 export interface ListParams {
@@ -58,8 +63,14 @@ const checkReferences = (sql: SqlClient, table: Table, organisationId: string, i
     { discard: true }
   )
 
-const uniqueViolation = (table: Table) => (e: SqlError): Effect.Effect<never, Conflict | SqlError> =>
-  e.code === "23505" ? Effect.fail(new Conflict({ message: `${table.resource}: ${e.message}` })) : Effect.fail(e)
+const uniqueViolation = (table: Table, input: Readonly<Record<string, unknown>>) => (e: SqlError): Effect.Effect<never, Conflict | SqlError> => {
+  if (e.code !== "23505") return Effect.fail(e)
+  const unique = table.unique
+  const message = unique !== undefined && input[unique.field] !== undefined
+    ? `${unique.field}: must be unique ${unique.scope}; another ${table.resource} has ${JSON.stringify(input[unique.field])}`
+    : `${table.resource}: conflicts with an existing ${table.resource}`
+  return Effect.fail(new Conflict({ message }))
+}
 
 /** Inserts the given fields; references must exist in the organisation (else 404). Returns the new id. */
 export const insertRow = (
@@ -91,7 +102,7 @@ export const insertRow = (
       exprs.push(placeholders(values, value, false))
     }
     yield* sql.query(`INSERT INTO ${table.name} (${columns.join(", ")}) VALUES (${exprs.join(", ")})`, values).pipe(
-      Effect.catchTag("SqlError", uniqueViolation(table))
+      Effect.catchTag("SqlError", uniqueViolation(table, input))
     )
     return id
   })
@@ -119,7 +130,7 @@ export const updateRow = (
     const rows = yield* sql.query(
       `UPDATE ${table.name} SET ${sets.join(", ")} WHERE id = $1 AND organisation_id = $2 RETURNING id`,
       values
-    ).pipe(Effect.catchTag("SqlError", uniqueViolation(table)))
+    ).pipe(Effect.catchTag("SqlError", uniqueViolation(table, input)))
     if (rows.length === 0) return yield* new NotFound({ resource: table.resource, id })
   })
 

@@ -8,6 +8,7 @@ export const devicesTable: Table = {
   name: "devices",
   resource: "device",
   prefix: "dev",
+  unique: { field: "customId", scope: "in the organisation" },
   columns: {
     isMain: { column: "is_main" },
     isActive: { column: "is_active" },

@@ -123,3 +123,125 @@ describe.each(STORE_KINDS)("events, locations and commands over REST on %s", (ki
     expect((await app("DELETE", `/commands/${cmd.body.id}`)).body).toEqual({ id: cmd.body.id, deleted: true })
   })
 })
+
+describe.each(STORE_KINDS)("refusals of device traffic over REST on %s", (kind) => {
+  let t: TestApp
+  let deviceId: string
+  let deviceKey: string
+  let otherKey: string
+  let otherDeviceId: string
+  const app = (method: string, path: string, body?: unknown) => t.call(method, path, { key: BOOTSTRAP_KEY, body })
+  const form = (path: string, fields: Record<string, string>, key = BOOTSTRAP_KEY) =>
+    t.call("POST", path, {
+      key,
+      body: new URLSearchParams(fields).toString(),
+      headers: { "content-type": "application/x-www-form-urlencoded" }
+    })
+  const customIds = async () =>
+    ((await app("GET", "/devices?limit=200")).body as Array<{ customId: string | null }>).map((d) => d.customId).filter((c) => c !== null)
+
+  beforeAll(async () => {
+    t = await startAppOn(kind)
+    const space = await app("POST", "/spaces", { name: "Site" })
+    const device = await app("POST", "/devices", { name: "Sensor", customId: "sensor-1", space: { id: space.body.id } })
+    deviceId = device.body.id
+    deviceKey = device.body.secretKey
+    const other = await app("POST", "/organisations", {
+      name: "Other",
+      owner: { emailAddress: "other@example.com", fullName: "Other Owner", password: "other password" }
+    })
+    otherKey = other.body.apiKey.secretKey
+    const otherSpace = await t.call("POST", "/spaces", { key: otherKey, body: { name: "Theirs" } })
+    otherDeviceId = (await t.call("POST", "/devices", { key: otherKey, body: { name: "Theirs", space: { id: otherSpace.body.id } } })).body.id
+  })
+  afterAll(() => t.close())
+
+  it("drops dotted keys that would reach Object.prototype, and goes on serving", async () => {
+    const res = await form("/events", { name: "x", "device.id": deviceId, "__proto__.polluted": "yes", "constructor.prototype.polluted": "yes" })
+    expect(res.status).toBe(200)
+    const json = await app("POST", "/events", { name: "x", device: { id: deviceId }, "__proto__.polluted": "yes" })
+    expect(json.status).toBe(200)
+    expect(Object.prototype).not.toHaveProperty("polluted")
+    expect((await app("POST", "/events", { name: "after", device: { id: deviceId } })).status).toBe(200)
+  })
+
+  it("creates no device for a new customId when the event, reading or run is refused", async () => {
+    const refused: Array<[string, unknown, number]> = [
+      ["/events", { name: "blob", data: "x".repeat(300 * 1024), device: { customId: "new-413" } }, 413],
+      ["/events", { name: "electricity", data: "abc", device: { customId: "new-energy" } }, 400],
+      ["/events", { name: "x", timestamp: "2026-02-30T00:00:00Z", device: { customId: "new-time" } }, 400],
+      ["/commands/run", { slug: "go", device: { customId: "new-run" } }, 404]
+    ]
+    for (const [path, body, status] of refused) expect((await app("POST", path, body)).status, JSON.stringify(body).slice(0, 80)).toBe(status)
+    expect(await customIds()).toEqual(["sensor-1"])
+  })
+
+  it("counts the data limit in UTF-8 bytes", async () => {
+    // 100 K three-byte characters: 300 KB of JSON in 100 K characters.
+    const res = await app("POST", "/events", { name: "euro", data: "€".repeat(100 * 1024), device: { id: deviceId } })
+    expect(res.status).toBe(413)
+  })
+
+  it("answers 404 for the history of an unknown device or one of another organisation", async () => {
+    for (const path of ["/events", "/locations", "/commands"]) {
+      for (const id of ["dev_nope", otherDeviceId]) {
+        const res = await app("GET", `${path}?device.id=${id}`)
+        expect(res.status, `${path} ${id}`).toBe(404)
+        expect(res.body.error.code).toBe("not_found")
+      }
+    }
+  })
+
+  it("takes epoch milliseconds as digits, refuses dates that do not exist, and says what it takes", async () => {
+    const digits = await form("/events", { name: "t", "device.id": deviceId, timestamp: "1700000000000" })
+    expect(digits.status).toBe(200)
+    expect(digits.body.timestamp).toBe(1_700_000_000_000)
+    const iso = await app("POST", "/events", { name: "t", timestamp: "2026-03-01T12:00:00Z", device: { id: deviceId } })
+    expect(iso.body.timestamp).toBe(Date.UTC(2026, 2, 1, 12))
+    for (const timestamp of ["2026-02-30T00:00:00Z", "2026-01-01T24:30:00Z", "soon", -1, 1.5, true]) {
+      const res = await app("POST", "/events", { name: "t", timestamp, device: { id: deviceId } })
+      expect(res.status, String(timestamp)).toBe(400)
+      expect(res.body.error.message).toMatch(/^timestamp: must be epoch milliseconds or an ISO-8601 date-time/)
+    }
+    expect((await app("GET", `/events?device.id=${deviceId}&since=2026-02-30`)).status).toBe(400)
+  })
+
+  it("refuses a device naming another device by customId, and an application naming one device two ways", async () => {
+    const own = await t.call("POST", "/events", { key: deviceKey, body: { name: "x", device: { customId: "sensor-1" } } })
+    expect(own.status).toBe(200)
+    const other = await t.call("POST", "/events", { key: deviceKey, body: { name: "x", device: { customId: "someone-else" } } })
+    expect(other.status).toBe(403)
+    const mismatch = await app("POST", "/events", { name: "x", device: { id: deviceId, customId: "someone-else" } })
+    expect(mismatch.status).toBe(400)
+    expect(mismatch.body.error.field).toBe("device.customId")
+    const agree = await app("POST", "/events", { name: "x", device: { id: deviceId, customId: "sensor-1" } })
+    expect(agree.body.device.id).toBe(deviceId)
+    expect(await customIds()).toEqual(["sensor-1"])
+  })
+
+  it("checks a run by id against the slug and device given with it", async () => {
+    const cmd = await app("POST", "/commands", { name: "Open", device: { id: deviceId } })
+    const second = await app("POST", "/devices", { name: "Second", space: { id: (await app("GET", `/devices/${deviceId}`)).body.space.id } })
+    const wrongSlug = await app("POST", "/commands/run", { id: cmd.body.id, slug: "close" })
+    expect(wrongSlug.status).toBe(400)
+    expect(wrongSlug.body.error.field).toBe("slug")
+    const wrongDevice = await app("POST", "/commands/run", { id: cmd.body.id, device: { id: second.body.id } })
+    expect(wrongDevice.status).toBe(400)
+    expect(wrongDevice.body.error.field).toBe("device")
+    const byCustomId = await app("POST", "/commands/run", { slug: "open", device: { customId: "sensor-1" } })
+    expect(byCustomId.body).toMatchObject({ running: true, device: { id: deviceId } })
+    const formRun = await form("/commands/run", { slug: "open", "device.id": deviceId, data: "{\"percent\":40}" })
+    expect(formRun.body.data).toEqual({ percent: 40 })
+  })
+
+  it("names the field of a unique conflict, not the constraint", async () => {
+    await app("POST", "/commands", { name: "A", device: { id: deviceId } })
+    const b = await app("POST", "/commands", { name: "B", device: { id: deviceId } })
+    const res = await app("PUT", `/commands/${b.body.id}`, { slug: "a" })
+    expect(res.status).toBe(409)
+    expect(res.body.error.message).toBe(`slug: must be unique per device; another command has "a"`)
+    const device = await app("POST", "/devices", { name: "Dup", customId: "sensor-1", space: { id: (await app("GET", `/devices/${deviceId}`)).body.space.id } })
+    expect(device.status).toBe(409)
+    expect(device.body.error.message).toMatch(/^customId: must be unique in the organisation/)
+  })
+})

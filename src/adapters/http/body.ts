@@ -5,15 +5,21 @@ import { InvalidInput, PayloadTooLarge, UnsupportedMediaType } from "../../domai
 /** Bodies beyond this are refused with 413 before they are parsed. */
 export const JSON_BODY_LIMIT = 1024 * 1024
 
+/** Names that would reach an object's prototype when used as a key path. */
+const UNSAFE_KEYS = new Set(["__proto__", "constructor", "prototype"])
+
 /**
  * `{"device.id": "x"}` → `{device: {id: "x"}}` (API-DECISIONS "Wire format": dotted keys
  * are accepted exactly like nested objects). Nested objects given both ways are merged.
+ * A key with a part named `__proto__`, `constructor` or `prototype` is dropped: no field of
+ * ours has such a name, and walking into it would write onto `Object.prototype`.
  */
 export const expandDottedKeys = (value: unknown): unknown => {
   if (!Predicate.isObject(value) || Array.isArray(value) || value instanceof Blob) return value
   const out: Record<string, unknown> = {}
   for (const [key, inner] of Object.entries(value)) {
     const parts = key.split(".")
+    if (parts.some((part) => UNSAFE_KEYS.has(part))) continue
     let target = out
     for (const part of parts.slice(0, -1)) {
       const next = target[part]

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi"
+import { INSTANT_RULE, parseInstant } from "../../domain/instant.ts"
 
 /**
  * Query parameter schemas. Query values arrive as strings; each schema states its rule
@@ -15,22 +16,11 @@ export const intParam = (min: number, max: number, fallback: number) =>
     return n
   }).openapi({ type: "integer", minimum: min, maximum: max, default: fallback })
 
-/** ISO-8601 date-time or integer epoch milliseconds → epoch ms. */
-export const parseInstant = (value: string): number | undefined => {
-  if (/^-?\d+$/.test(value)) {
-    const n = Number(value)
-    return Number.isSafeInteger(n) ? n : undefined
-  }
-  if (!/^\d{4}-\d{2}-\d{2}(T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(value)) return undefined
-  const ms = Date.parse(value)
-  return Number.isNaN(ms) ? undefined : ms
-}
-
 export const instantParam = z.string().optional().transform((value, ctx) => {
   if (value === undefined || value === "") return undefined
   const ms = parseInstant(value)
   if (ms === undefined) {
-    ctx.addIssue({ code: "custom", message: `must be an ISO-8601 date-time or epoch milliseconds, got ${JSON.stringify(value)}` })
+    ctx.addIssue({ code: "custom", message: `${INSTANT_RULE}, got ${JSON.stringify(value)}` })
     return z.NEVER
   }
   return ms

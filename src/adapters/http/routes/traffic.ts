@@ -1,13 +1,14 @@
 import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import type { Principal } from "../../../auth/Principal.ts"
-import { Conflict, Forbidden, InvalidInput, NotFound, PayloadTooLarge } from "../../../domain/errors.ts"
+import { Forbidden, InvalidInput, NotFound, PayloadTooLarge } from "../../../domain/errors.ts"
 import { Ingest } from "../../../ingest/Ingest.ts"
 import { commandRunInput, deviceRefSchema, eventInput, locationInput, MAX_EVENT_FILE_BYTES, slugify } from "../../../ingest/schemas.ts"
 import { deleteRow, getOne, insertRow, listOf, type Table, updateRow } from "../../../store/crud.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { commandQuery, eventQuery, locationQuery } from "../../../store/traffic.ts"
 import type { EventFile } from "../../../store/Writer.ts"
+import { readBody } from "../body.ts"
 import { idParams, listParams } from "../params.ts"
 import { type Api, listReply } from "../route.ts"
 import { deletedSchema } from "../schemas.ts"
@@ -54,12 +55,22 @@ const commandsTable: Table = {
   resource: "command",
   prefix: "cmd",
   columns: { name: { column: "name" }, slug: { column: "slug" } },
-  references: { device: { column: "device_id", table: "devices", resource: "device" } }
+  references: { device: { column: "device_id", table: "devices", resource: "device" } },
+  unique: { field: "slug", scope: "per device" }
 }
+
+/** `GET /commands` with its device in the body. */
+const commandListBody = z.object({ device: z.object({ id: z.string().min(1).max(200).optional() }).optional() })
 
 const slugSchema = z.string().min(1).max(200).regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/, { message: "must be lower-case kebab-case" })
 
-/** Reads of a device's history: a device key reads only itself; others name the device. */
+/** 404 unless the device is one of the organisation's (an id of another is never revealed). */
+const deviceOfOrganisation = (principal: Principal, deviceId: string) =>
+  Sql.use((sql) => sql.query("SELECT 1 FROM devices WHERE id = $1 AND organisation_id = $2", [deviceId, principal.organisationId])).pipe(
+    Effect.flatMap((rows) => rows.length === 0 ? Effect.fail(new NotFound({ resource: "device", id: deviceId })) : Effect.succeed(deviceId))
+  )
+
+/** Reads of a device's history: a device key reads only itself; others name a device of theirs. */
 const historyDevice = (principal: Principal, deviceId: string | undefined) => {
   if (principal.kind === "device") {
     if (deviceId !== undefined && deviceId !== principal.id) {
@@ -69,7 +80,7 @@ const historyDevice = (principal: Principal, deviceId: string | undefined) => {
   }
   return deviceId === undefined
     ? Effect.fail(new InvalidInput({ field: "device.id", message: "device.id: is required" }))
-    : Effect.succeed(deviceId)
+    : deviceOfOrganisation(principal, deviceId)
 }
 
 const ownedByCaller = <T extends { device: { id: string } }>(principal: Principal, resource: string, id: string) => (value: T) =>
@@ -244,8 +255,15 @@ export const trafficRoutes = (api: Api): void => {
     access: "write",
     body: commandRunInput,
     response: commandRunSchema,
-    handler: ({ principal, body }) =>
-      Ingest.use((ingest) => ingest.runCommand({ principal, protocol: "http", device: body.device, payload: body })).pipe(
+    handler: ({ principal, body, c }) =>
+      Ingest.use((ingest) =>
+        ingest.runCommand({
+          principal,
+          protocol: "http",
+          device: body.device,
+          payload: isJson(c.req.header("content-type")) ? body : { ...body, data: formData(body.data) }
+        })
+      ).pipe(
         Effect.map((run) => ({ id: run.id, running: true, slug: run.slug, data: run.data, device: run.device, command: run.command, timestamp: run.timestamp }))
       )
   })
@@ -263,10 +281,7 @@ export const trafficRoutes = (api: Api): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         const slug = body.slug ?? slugify(body.name)
-        const id = yield* insertRow(sql, commandsTable, principal.organisationId, { name: body.name, slug, device: { id: body.device.id } }).pipe(
-          Effect.catchTag("Conflict", () =>
-            Effect.fail(new Conflict({ message: `slug: device ${body.device.id} already has a command ${slug}` })))
-        )
+        const id = yield* insertRow(sql, commandsTable, principal.organisationId, { name: body.name, slug, device: { id: body.device.id } })
         return yield* getOne(sql, commandQuery, principal.organisationId, id)
       })
   })
@@ -318,15 +333,30 @@ export const trafficRoutes = (api: Api): void => {
     path: "/commands",
     tag: "Commands",
     summary: "List commands, optionally of one device",
+    description: "The device is named by the query parameter `device.id` or, as the interface description has it, " +
+      "by `device.id` in a JSON or form-encoded body.",
     access: "read",
     query: z.object({ "device.id": z.string().max(200).optional(), ...listParams(Object.keys(commandQuery.order), "createdAt") }),
     response: z.object({ commands: z.array(commandSchema), count: z.number().int() }),
-    handler: ({ principal, query }) =>
-      Sql.use((sql) =>
-        listOf(sql, commandQuery, principal.organisationId, [["device_id", query["device.id"]]], {
-          ...query,
-          orderBy: commandQuery.order[query.order]
-        })
-      ).pipe(Effect.map((page) => listReply(page, "commands")))
+    handler: ({ principal, query, c }) =>
+      Effect.gen(function*() {
+        let deviceId = query["device.id"]
+        if (deviceId === undefined && c.req.header("content-length") !== undefined && c.req.header("content-length") !== "0") {
+          const body = yield* readBody(c)
+          const named = yield* Effect.try({
+            try: () => commandListBody.parse(body),
+            catch: () => new InvalidInput({ field: "device.id", message: "device.id: must be a string" })
+          })
+          deviceId = named.device?.id
+        }
+        if (deviceId !== undefined) yield* deviceOfOrganisation(principal, deviceId)
+        const page = yield* Sql.use((sql) =>
+          listOf(sql, commandQuery, principal.organisationId, [["device_id", deviceId]], {
+            ...query,
+            orderBy: commandQuery.order[query.order]
+          })
+        )
+        return listReply(page, "commands")
+      })
   })
 }
