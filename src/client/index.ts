@@ -1,2 +1,2 @@
-export { createRestClient, type RestClient, type RestClientOptions, VoltaicError } from "./rest.ts"
+export { createRestClient, type EventFile, type RestClient, type RestClientOptions, VoltaicError } from "./rest.ts"
 export { connectStream, type StreamClient, type StreamNotification, type StreamOptions } from "./stream.ts"

@@ -78,6 +78,15 @@ export interface Event {
   data: unknown
   timestamp: number
   device: Ref
+  /** Present when a file was attached; `events.file(id)` downloads it. */
+  file?: { filename: string | null; contentType: string; size: number }
+}
+
+/** A file attached to an event: sent as the multipart `file` part, received from `events.file`. */
+export interface EventFile {
+  readonly bytes: Uint8Array
+  readonly contentType: string
+  readonly filename?: string | null
 }
 
 export interface Location {
@@ -123,24 +132,48 @@ export const createRestClient = (options: RestClientOptions) => {
   const doFetch = options.fetch ?? fetch
   const base = options.baseUrl.replace(/\/+$/, "")
 
-  const request = async <T>(method: string, path: string, body?: unknown, query?: Query): Promise<T> => {
+  /** Sends a JSON (or multipart) body; a non-2xx answer throws its `VoltaicError`. */
+  const send = async (method: string, path: string, body?: unknown, query?: Query): Promise<Response> => {
     const url = new URL(base + path)
     for (const [k, v] of Object.entries(query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v))
+    const multipart = body instanceof FormData
     const res = await doFetch(url, {
       method,
       headers: {
         authorization: `Bearer ${options.key}`,
-        ...(body === undefined ? {} : { "content-type": "application/json" })
+        // fetch sets the multipart content type with its boundary itself.
+        ...(body === undefined || multipart ? {} : { "content-type": "application/json" })
       },
-      body: body === undefined ? undefined : JSON.stringify(body)
+      body: body === undefined ? undefined : multipart ? body : JSON.stringify(body)
     })
-    const text = await res.text()
-    const json: unknown = text === "" ? undefined : JSON.parse(text)
     if (!res.ok) {
-      const error = (json as { error?: { code?: string; message?: string; field?: string } } | undefined)?.error
-      throw new VoltaicError(res.status, error?.code ?? "unknown", error?.message ?? res.statusText, error?.field)
+      const text = await res.text()
+      let error: { code?: string; message?: string; field?: string } | undefined
+      try {
+        error = (JSON.parse(text) as { error?: typeof error }).error
+      } catch {
+        // not JSON (a proxy's page): the status line says what happened
+      }
+      throw new VoltaicError(res.status, error?.code ?? "unknown", error?.message ?? (res.statusText || text), error?.field)
     }
-    return json as T
+    return res
+  }
+
+  const request = async <T>(method: string, path: string, body?: unknown, query?: Query): Promise<T> => {
+    const text = await (await send(method, path, body, query)).text()
+    return (text === "" ? undefined : JSON.parse(text)) as T
+  }
+
+  /** An event with a file: multipart, `data` as JSON text (the server parses it back). */
+  const eventForm = (body: { name: string; data?: unknown; timestamp?: number; device?: DeviceRef }, file: EventFile) => {
+    const form = new FormData()
+    form.set("name", body.name)
+    if (body.data !== undefined) form.set("data", JSON.stringify(body.data))
+    if (body.timestamp !== undefined) form.set("timestamp", String(body.timestamp))
+    if (body.device?.id !== undefined) form.set("device.id", body.device.id)
+    if (body.device?.customId !== undefined) form.set("device.customId", body.device.customId)
+    form.set("file", new Blob([new Uint8Array(file.bytes)], { type: file.contentType }), file.filename ?? "file")
+    return form
   }
 
   const list = (options: ListOptions | undefined, extra: Query = {}): Query => ({ ...options, ...extra })
@@ -161,19 +194,35 @@ export const createRestClient = (options: RestClientOptions) => {
       rotateSecretKey: (id: string) => request<{ id: string; secretKey: string }>("POST", `/devices/${encodeURIComponent(id)}/secretKey`)
     },
     events: {
-      publish: (body: { name: string; data?: unknown; timestamp?: number; device?: DeviceRef }) => request<Event>("POST", "/events", body),
+      /** With `file`, sent as multipart with the file attached (up to 10 MiB). */
+      publish: (body: { name: string; data?: unknown; timestamp?: number; device?: DeviceRef }, file?: EventFile) =>
+        request<Event>("POST", "/events", file === undefined ? body : eventForm(body, file)),
       get: (id: string) => request<Event>("GET", `/events/${encodeURIComponent(id)}`),
+      /** The file attached to an event (404 when it has none). */
+      file: async (id: string): Promise<EventFile> => {
+        const res = await send("GET", `/events/${encodeURIComponent(id)}/file`)
+        const disposition = /filename="([^"]*)"/.exec(res.headers.get("content-disposition") ?? "")
+        return {
+          bytes: new Uint8Array(await res.arrayBuffer()),
+          contentType: res.headers.get("content-type") ?? "application/octet-stream",
+          filename: disposition?.[1] ?? null
+        }
+      },
       list: (deviceId: string, opts?: ListOptions & { name?: string }) =>
         request<{ events: Array<Event>; count: number }>("GET", "/events", undefined, list(opts, { "device.id": deviceId }))
     },
     locations: {
       publish: (body: { latitude: number; longitude: number; altitude?: number; device?: DeviceRef }) =>
         request<Location>("POST", "/locations", body),
+      get: (id: string) => request<Location>("GET", `/locations/${encodeURIComponent(id)}`),
       list: (deviceId: string, opts?: ListOptions) =>
         request<{ locations: Array<Location>; count: number }>("GET", "/locations", undefined, list(opts, { "device.id": deviceId }))
     },
     commands: {
       create: (body: { name: string; slug?: string; device: Ref }) => request<Command>("POST", "/commands", body),
+      get: (id: string) => request<Command>("GET", `/commands/${encodeURIComponent(id)}`),
+      update: (id: string, body: { name?: string; slug?: string }) => request<Command>("PUT", `/commands/${encodeURIComponent(id)}`, body),
+      delete: (id: string) => request<{ id: string; deleted: true }>("DELETE", `/commands/${encodeURIComponent(id)}`),
       run: (body: { slug: string; device: Ref; data?: unknown } | { id: string; data?: unknown }) =>
         request<CommandRun>("POST", "/commands/run", body),
       list: (deviceId: string, opts?: ListOptions) =>

@@ -79,13 +79,20 @@ export const connectStream = (options: StreamOptions): StreamClient => {
     let value: unknown
     try {
       value = JSON.parse(payload.toString("utf8"))
-    } catch {
+    } catch (cause) {
+      // A parsing error is an `error` notification (interface "Events" 4); with nobody
+      // listening it is dropped rather than thrown out of the socket's handler.
+      if (client.listenerCount("error") > 0) {
+        client.emit("error", new Error(`a message on ${topic} is not JSON: ${cause instanceof Error ? cause.message : String(cause)}`))
+      }
       return
     }
     for (const [filter, set] of handlers) if (matches(filter, topic)) for (const h of set) h(value)
   })
   // `close` is what mqtt.js emits after a disconnection: the interface calls it `disconnect`.
-  const listeners = new Map<Listener, (...args: Array<unknown>) => void>()
+  const mqttEventOf = (event: StreamNotification) => event === "disconnect" ? "close" : event
+  // One wrapper per (notification, listener): the same function may listen to several.
+  const listeners = new Map<StreamNotification, Map<Listener, (...args: Array<unknown>) => void>>()
 
   const subscribe = async (filter: string, handler: (payload: unknown) => void) => {
     const grants = await client.subscribeAsync(filter, { qos })
@@ -108,15 +115,21 @@ export const connectStream = (options: StreamOptions): StreamClient => {
 
   const stream: StreamClient = {
     on: (event: StreamNotification, listener: Listener) => {
-      const mqttEvent = event === "disconnect" ? "close" : event
+      let wrappers = listeners.get(event)
+      if (wrappers === undefined) listeners.set(event, (wrappers = new Map()))
+      if (wrappers.has(listener)) return stream
       const wrapped = (...args: Array<unknown>) => (listener as (...a: Array<unknown>) => void)(...args)
-      listeners.set(listener, wrapped)
-      client.on(mqttEvent, wrapped)
+      wrappers.set(listener, wrapped)
+      client.on(mqttEventOf(event), wrapped)
       return stream
     },
     off: (event: StreamNotification, listener: Listener) => {
-      const wrapped = listeners.get(listener)
-      if (wrapped) client.off(event === "disconnect" ? "close" : event, wrapped)
+      const wrappers = listeners.get(event)
+      const wrapped = wrappers?.get(listener)
+      if (wrapped !== undefined) {
+        wrappers?.delete(listener)
+        client.off(mqttEventOf(event), wrapped)
+      }
       return stream
     },
     ready: () =>

@@ -31,6 +31,31 @@ describe("the REST client", () => {
     expect(run.running).toBe(true)
   })
 
+  it("attaches a file to an event and downloads it; reads locations and manages commands", async () => {
+    const app = createRestClient({ baseUrl: "http://voltaic.test/v1", key: BOOTSTRAP_KEY, fetch: fetchVia(t.app) })
+    const space = await app.spaces.create({ name: "Files" })
+    const device = await app.devices.create({ name: "Camera", space: { id: space.id } })
+    const bytes = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0, 255])
+    const event = await app.events.publish(
+      { name: "snapshot", data: { frame: 7 }, device: { id: device.id } },
+      { bytes, contentType: "image/png", filename: "frame-7.png" }
+    )
+    expect(event).toMatchObject({ name: "snapshot", data: { frame: 7 }, file: { filename: "frame-7.png", contentType: "image/png", size: 6 } })
+    const file = await app.events.file(event.id)
+    expect(file).toEqual({ bytes, contentType: "image/png", filename: "frame-7.png" })
+    const plain = await app.events.publish({ name: "plain", device: { id: device.id } })
+    await expect(app.events.file(plain.id)).rejects.toMatchObject({ status: 404 })
+
+    const location = await app.locations.publish({ latitude: 1.5, longitude: 2, device: { id: device.id } })
+    expect(await app.locations.get(location.id)).toEqual(location)
+
+    const command = await app.commands.create({ name: "Capture", device: { id: device.id } })
+    expect(await app.commands.get(command.id)).toEqual(command)
+    expect(await app.commands.update(command.id, { slug: "snap" })).toMatchObject({ id: command.id, slug: "snap" })
+    expect(await app.commands.delete(command.id)).toEqual({ id: command.id, deleted: true })
+    await expect(app.commands.get(command.id)).rejects.toMatchObject({ status: 404, code: "not_found" })
+  })
+
   it("throws a VoltaicError carrying status, code and field", async () => {
     const app = createRestClient({ baseUrl: "http://voltaic.test/v1", key: BOOTSTRAP_KEY, fetch: fetchVia(t.app) })
     const error = await app.devices.list({ limit: 0 }).catch((e: unknown) => e)
