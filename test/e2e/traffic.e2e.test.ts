@@ -1,4 +1,5 @@
 import coap from "coap"
+import http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { connectStream, createRestClient, type RestClient, type StreamClient } from "../../src/client/index.ts"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
@@ -27,6 +28,7 @@ const coapPost = (port: number, path: string, payload: unknown) =>
 describe("end to end over real sockets", () => {
   let server: ServerProcess
   let rest: RestClient
+  let spaceId: string
   let deviceId: string
   let deviceKey: string
   const streams: Array<StreamClient> = []
@@ -41,6 +43,7 @@ describe("end to end over real sockets", () => {
     server = await startServerProcess({ DATABASE_URL: "memory://", BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY })
     rest = createRestClient({ baseUrl: `http://127.0.0.1:${server.port}/v1`, key: BOOTSTRAP_KEY })
     const space = await rest.spaces.create({ name: "E2E" })
+    spaceId = space.id
     const device = await rest.devices.create({ name: "Probe", space: { id: space.id } })
     deviceId = device.id
     deviceKey = device.secretKey
@@ -124,6 +127,61 @@ describe("end to end over real sockets", () => {
     expect(seen).toContain("offline")
     expect(seen).toContain("reconnect")
   }, 90_000)
+
+  it("keeps a kept-alive connection usable after refusing a large body unread, and reads GET /commands' device from a body", async () => {
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 })
+    const send = (method: string, path: string, key: string, body?: Buffer) =>
+      new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
+        const req = http.request({
+          host: "127.0.0.1",
+          port: server.port,
+          method,
+          path: `/v1${path}`,
+          agent,
+          headers: { authorization: `Bearer ${key}`, "content-type": "application/json", ...(body ? { "content-length": body.length } : {}) }
+        }, (res) => {
+          let text = ""
+          res.on("data", (chunk) => (text += chunk))
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, connection: res.headers.connection, body: text }))
+        })
+        req.on("error", reject)
+        req.end(body)
+      })
+    try {
+      const big = Buffer.from(JSON.stringify({ name: "big", data: "x".repeat(900 * 1024) }))
+      for (const [key, body, status] of [["a_sk_not_a_key", big, 401], [BOOTSTRAP_KEY, Buffer.alloc(2 * 1024 * 1024, 0x20), 413]] as const) {
+        const refused = await send("POST", key === BOOTSTRAP_KEY ? "/locations" : "/events", key, body)
+        expect(refused.status).toBe(status)
+        expect(refused.connection).toBe("close")
+        expect((await send("GET", "/whoami", BOOTSTRAP_KEY)).status).toBe(200)
+      }
+      const other = await rest.devices.create({ name: "Other", space: { id: spaceId } })
+      await rest.commands.create({ name: "Body Listed", device: { id: deviceId } })
+      await rest.commands.create({ name: "Body Listed Two", device: { id: deviceId } })
+      await rest.commands.create({ name: "Elsewhere", device: { id: other.id } })
+      type Listed = { commands: Array<{ name: string; device: { id: string } }>; count: number }
+      const list = async (body: unknown) => {
+        const reply = await send("GET", "/commands", BOOTSTRAP_KEY, Buffer.from(JSON.stringify(body)))
+        expect(reply.status).toBe(200)
+        return JSON.parse(reply.body) as Listed
+      }
+      const mine = await list({ device: { id: deviceId } })
+      expect(mine.commands.map((c) => c.name)).toEqual(expect.arrayContaining(["Body Listed", "Body Listed Two"]))
+      expect(mine.commands.every((c) => c.device.id === deviceId)).toBe(true)
+      expect((await list({ device: { id: other.id } })).commands.map((c) => c.name)).toEqual(["Elsewhere"])
+      // The list parameters come from the body too.
+      const paged = await list({ device: { id: deviceId }, limit: 1, order: "name", sort: "desc" })
+      expect(paged.commands.map((c) => c.name)).toEqual(["Body Listed Two"])
+      expect(paged.count).toBe(mine.count)
+      const badLimit = await send("GET", "/commands", BOOTSTRAP_KEY, Buffer.from(JSON.stringify({ limit: "lots" })))
+      expect(badLimit.status).toBe(400)
+      expect(JSON.parse(badLimit.body).error.field).toBe("limit")
+      const unknown = await send("GET", "/commands", BOOTSTRAP_KEY, Buffer.from(JSON.stringify({ device: { id: "dev_nope" } })))
+      expect(unknown.status).toBe(404)
+    } finally {
+      agent.destroy()
+    }
+  })
 
   it("emits error when the credential is refused", async () => {
     const client = connectStream({ url: `mqtt://127.0.0.1:${server.mqttPort}`, key: "d_sk_not_a_key", mqtt: { reconnectPeriod: 0 } })

@@ -1,4 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi"
+import type { Context as HonoContext } from "hono"
 import { Scalar } from "@scalar/hono-api-reference"
 import { Context, Effect, Exit } from "effect"
 import { bodyLimit } from "hono/body-limit"
@@ -16,6 +17,9 @@ import { userRoutes } from "./routes/users.ts"
 
 /** No request body may exceed this, whatever the route; routes set smaller limits. */
 const MAX_REQUEST_BODY = 16 * 1024 * 1024
+
+/** An unread body up to this is drained at once, and its connection kept. */
+const UNREAD_BODY_KEEP_ALIVE = 64 * 1024
 
 /**
  * The Hono application: `/health`, `/ready`, `/docs`, and the REST API under `/v1` with its
@@ -38,11 +42,24 @@ export const makeHttpApp = Effect.gen(function*() {
   }))
   // Only where a body may come: reading `c.req.raw.body` builds a full Request, which costs
   // about 75 µs on every GET (bench/RESULTS.md, "Where the time goes").
-  const limitBody = bodyLimit({
-    maxSize: MAX_REQUEST_BODY,
-    onError: (c) => sendStatus(c, 413, "payload_too_large", `body: larger than ${MAX_REQUEST_BODY} bytes`)
+  const tooLarge = (c: HonoContext) => sendStatus(c, 413, "payload_too_large", `body: larger than ${MAX_REQUEST_BODY} bytes`)
+  const limitBody = bodyLimit({ maxSize: MAX_REQUEST_BODY, onError: tooLarge })
+  app.use(async (c, next) => {
+    if (c.req.method === "GET" || c.req.method === "HEAD") return next()
+    const declared = c.req.header("content-length")
+    // A declared length is enforced by Node's parser, so it is checked here and the body left
+    // as it is; only a chunked body is counted as it streams (Hono's bodyLimit wraps it, and
+    // a wrapped body left unread when the answer goes out costs the connection).
+    if (declared === undefined) await limitBody(c, next)
+    else if (Number(declared) > MAX_REQUEST_BODY) c.res = tooLarge(c)
+    else await next()
+    // Refused before the body was read (401, 403, 413, …): Node drains what is left only for
+    // a while and then drops the socket, so a client reusing it would lose its next request.
+    // Saying so lets it open a new connection instead.
+    if (c.res.status >= 400 && !c.req.raw.bodyUsed && (declared === undefined || Number(declared) > UNREAD_BODY_KEEP_ALIVE)) {
+      c.res.headers.set("connection", "close")
+    }
   })
-  app.use((c, next) => (c.req.method === "GET" || c.req.method === "HEAD" ? next() : limitBody(c, next)))
 
   const health = () => ({ status: "ok" })
   const ready = async () => {

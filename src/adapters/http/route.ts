@@ -87,7 +87,7 @@ export const firstIssue = (error: z.ZodError, prefix: string | undefined): Inval
   return new InvalidInput({ field, message: `${field}: ${message}` })
 }
 
-const validate = <S extends z.ZodType>(schema: S | undefined, value: unknown, prefix: string | undefined) => {
+export const validate = <S extends z.ZodType>(schema: S | undefined, value: unknown, prefix: string | undefined) => {
   if (schema === undefined) return Effect.succeed(undefined as z.output<S>)
   const result = schema.safeParse(value)
   return result.success ? Effect.succeed(result.data) : Effect.fail(firstIssue(result.error, prefix))

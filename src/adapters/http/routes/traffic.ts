@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi"
-import { Effect } from "effect"
+import { Effect, Predicate } from "effect"
 import type { Principal } from "../../../auth/Principal.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge } from "../../../domain/errors.ts"
 import { Ingest } from "../../../ingest/Ingest.ts"
@@ -10,7 +10,7 @@ import { commandQuery, eventQuery, locationQuery } from "../../../store/traffic.
 import type { EventFile } from "../../../store/Writer.ts"
 import { readBody } from "../body.ts"
 import { idParams, listParams } from "../params.ts"
-import { type Api, listReply } from "../route.ts"
+import { type Api, listReply, validate } from "../route.ts"
 import { deletedSchema } from "../schemas.ts"
 
 const eventSchema = z.object({
@@ -59,8 +59,20 @@ const commandsTable: Table = {
   unique: { field: "slug", scope: "per device" }
 }
 
-/** `GET /commands` with its device in the body. */
-const commandListBody = z.object({ device: z.object({ id: z.string().min(1).max(200).optional() }).optional() })
+/**
+ * Body parameters flattened to the strings a query string would carry (`{device: {id}}` →
+ * `device.id`), so that one schema validates both. Anything that is not a scalar is kept as
+ * it is and refused by the schema, naming the field.
+ */
+const bodyParams = (body: unknown, prefix = ""): Record<string, unknown> => {
+  if (!Predicate.isObject(body) || Array.isArray(body)) return {}
+  const out: Record<string, unknown> = {}
+  for (const [key, value] of Object.entries(body)) {
+    if (Predicate.isObject(value) && !Array.isArray(value)) Object.assign(out, bodyParams(value, `${prefix}${key}.`))
+    else out[`${prefix}${key}`] = typeof value === "number" || typeof value === "boolean" ? String(value) : value
+  }
+  return out
+}
 
 const slugSchema = z.string().min(1).max(200).regex(/^[a-z0-9]+(?:-[a-z0-9]+)*$/, { message: "must be lower-case kebab-case" })
 
@@ -328,27 +340,26 @@ export const trafficRoutes = (api: Api): void => {
       )
   })
 
+  const commandListQuery = z.object({ "device.id": z.string().max(200).optional(), ...listParams(Object.keys(commandQuery.order), "createdAt") })
   api.route({
     method: "get",
     path: "/commands",
     tag: "Commands",
     summary: "List commands, optionally of one device",
-    description: "The device is named by the query parameter `device.id` or, as the interface description has it, " +
-      "by `device.id` in a JSON or form-encoded body.",
+    description: "The parameters `device.id`, `limit`, `page`, `order` and `sort` come as query parameters or, as the " +
+      "interface description has it, in a JSON or form-encoded body; a query parameter wins over the same one in the body.",
     access: "read",
-    query: z.object({ "device.id": z.string().max(200).optional(), ...listParams(Object.keys(commandQuery.order), "createdAt") }),
+    query: commandListQuery,
     response: z.object({ commands: z.array(commandSchema), count: z.number().int() }),
-    handler: ({ principal, query, c }) =>
+    handler: ({ principal, query: fromQuery, c }) =>
       Effect.gen(function*() {
-        let deviceId = query["device.id"]
-        if (deviceId === undefined && c.req.header("content-length") !== undefined && c.req.header("content-length") !== "0") {
+        let query = fromQuery
+        const length = c.req.header("content-length")
+        if ((length !== undefined && length !== "0") || c.req.header("transfer-encoding") !== undefined) {
           const body = yield* readBody(c)
-          const named = yield* Effect.try({
-            try: () => commandListBody.parse(body),
-            catch: () => new InvalidInput({ field: "device.id", message: "device.id: must be a string" })
-          })
-          deviceId = named.device?.id
+          query = yield* validate(commandListQuery, { ...bodyParams(body), ...c.req.query() }, "query")
         }
+        const deviceId = query["device.id"]
         if (deviceId !== undefined) yield* deviceOfOrganisation(principal, deviceId)
         const page = yield* Sql.use((sql) =>
           listOf(sql, commandQuery, principal.organisationId, [["device_id", deviceId]], {
