@@ -10,7 +10,9 @@ import { InvalidInput } from "../../domain/errors.ts"
 import { Activity } from "../../ingest/Activity.ts"
 import { Ingest, type IngestError } from "../../ingest/Ingest.ts"
 import { Sql } from "../../store/Sql.ts"
-import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_SERVER_UNAVAILABLE, mqttRefusal } from "./errors.ts"
+import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_IDENTIFIER_REJECTED, CONNACK_SERVER_UNAVAILABLE, mqttRefusal } from "./errors.ts"
+import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
+import { BoundedMemoryPersistence, MAX_QUEUED_PER_CLIENT } from "./persistence.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
 
 export interface MqttBrokerService {
@@ -18,8 +20,12 @@ export interface MqttBrokerService {
   handle(connection: Duplex, request?: IncomingMessage): void
 }
 
-/** Refused publishes a connection may make before it is closed ("disconnected on repeated abuse"). */
+/**
+ * Refused publishes a connection may make within `REFUSAL_WINDOW` before it is closed
+ * ("disconnected on repeated abuse"); older refusals are forgiven.
+ */
 export const MAX_REFUSALS = 3
+export const REFUSAL_WINDOW = Duration.seconds(60)
 
 /**
  * While the store is behind (`Unavailable`), a publish is retried and its PUBACK delayed
@@ -39,7 +45,27 @@ interface Session {
   /** The MQTT username it connected with, re-checked when credentials change. */
   readonly credential: string
   principal: Principal
-  refusals: number
+  /** When its recent publishes were refused (at most `MAX_REFUSALS`, oldest first). */
+  readonly refusals: Array<number>
+  /** Devices whose topics this session was allowed to subscribe to (deliveries are checked against it). */
+  readonly watched: Set<string>
+}
+
+/** Who a client id belongs to: a persistent session is resumed only by the principal that made it. */
+interface ClientIdHolder {
+  readonly principal: string
+  /** The connection using it now, if any. */
+  client: Client | undefined
+}
+
+/** A principal as the owner of client ids: a user by user (any of its tokens), others by id. */
+const principalKey = (principal: Principal) => `${principal.kind}/${principal.organisationId}/${principal.id}`
+
+/** The device a delivery's topic is about (`devices/{id}/…`). */
+const deliveryDevice = (topic: string): string | undefined => {
+  if (!topic.startsWith("devices/")) return undefined
+  const end = topic.indexOf("/", 8)
+  return end === -1 ? undefined : topic.slice(8, end)
 }
 
 /**
@@ -63,15 +89,19 @@ class VoltaicAedes extends Aedes {
 /** Closes a connection after its cause was already logged (aedes reports it as a client error). */
 class AlreadyLogged extends Error {}
 
-const remoteAddress = (client: Client): string => {
-  const conn = client.conn
-  const address = client.req?.socket.remoteAddress ?? ("remoteAddress" in conn ? conn.remoteAddress : undefined)
-  return typeof address === "string" ? address : "memory"
+/** Where a connection comes from, read when it is accepted (a closed socket no longer says). */
+const describePeer = (connection: Duplex, request: IncomingMessage | undefined): string => {
+  const socket = request?.socket ?? connection
+  const address = "remoteAddress" in socket ? socket.remoteAddress : undefined
+  const port = "remotePort" in socket ? socket.remotePort : undefined
+  if (typeof address !== "string") return "memory"
+  return typeof port === "number" ? `${address}:${port}` : address
 }
 
-const peer = (client: Client) => `client ${client.id ?? "(connecting)"} from ${remoteAddress(client)}`
-
-const authError = (returnCode: typeof CONNACK_SERVER_UNAVAILABLE | typeof CONNACK_BAD_USERNAME_OR_PASSWORD, message: string) => {
+const authError = (
+  returnCode: typeof CONNACK_SERVER_UNAVAILABLE | typeof CONNACK_BAD_USERNAME_OR_PASSWORD | typeof CONNACK_IDENTIFIER_REJECTED,
+  message: string
+) => {
   const error: AuthenticateError = Object.assign(new Error(message), { returnCode })
   return error
 }
@@ -95,26 +125,67 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
 
       /** Looked up by hooks, wills included (they run while the connection closes). */
       const sessions = new WeakMap<Client, Session>()
+      const addresses = new WeakMap<Client, string>()
+      const peer = (client: Client) => `client ${client.id ?? "(connecting)"} from ${addresses.get(client) ?? "memory"}`
+      const clientIds = new Map<string, ClientIdHolder>()
+      /** Client ids whose full queue was already logged, until it drains. */
+      const fullQueues = new Set<string>()
+      const persistence = new BoundedMemoryPersistence(MAX_QUEUED_PER_CLIENT, (clientId) => {
+        const client = clientIds.get(clientId)?.client
+        const connected = client !== undefined && !client.closed
+        if (!fullQueues.has(clientId)) {
+          fullQueues.add(clientId)
+          run(Effect.logWarning(
+            connected
+              // Connected, yet this many deliveries are unacknowledged: it reads but does not answer.
+              ? `mqtt ${peer(client)} closed: ${MAX_QUEUED_PER_CLIENT} deliveries left unacknowledged`
+              : `mqtt session ${clientId}: ${MAX_QUEUED_PER_CLIENT} deliveries queued while it is away; later ones are not kept for it`
+          ))
+        }
+        if (connected) client.close()
+      })
       /** Open connections with a session, for re-checking credentials. */
       const live = new Map<Client, Session>()
       const owners = new Map<string, string>()
 
       const authenticate: NonNullable<AedesOptions["authenticate"]> = (client, username, _password, done) =>
-        run(
+        // A CONNECT that closed its connection as it was read (`guardConnection`) was logged there.
+        client.conn.destroyed ? done(authError(CONNACK_BAD_USERNAME_OR_PASSWORD, "connection closed"), false) : run(
           auth.authenticate(username).pipe(
             Effect.matchEffect({
               onSuccess: (principal) =>
                 // A device's CONNECT is a sign of life; the CONNACK waits while its actor's mailbox is full.
                 (principal.kind === "device" && activity !== undefined
                   ? activity.offer({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now(), session: true })
-                  : Effect.void).pipe(Effect.andThen(Effect.sync(() => {
-                  const session: Session = { credential: username ?? "", principal, refusals: 0 }
-                  sessions.set(client, session)
-                  if (!client.conn.destroyed) {
-                    live.set(client, session)
-                    client.conn.once("close", () => live.delete(client))
+                  : Effect.void).pipe(Effect.andThen(Effect.suspend(() => {
+                  const key = principalKey(principal)
+                  const holder = clientIds.get(client.id)
+                  // Another principal's client id: taking it over would close that session and
+                  // hand this one its queued deliveries.
+                  if (holder !== undefined && holder.principal !== key) {
+                    return Effect.andThen(
+                      Effect.logWarning(`mqtt connect refused for ${peer(client)}: the client id belongs to another credential's session`),
+                      Effect.sync(() => done(authError(CONNACK_IDENTIFIER_REJECTED, "client id in use by another credential"), false))
+                    )
                   }
-                  done(null, true)
+                  return Effect.sync(() => {
+                    const session: Session = { credential: username ?? "", principal, refusals: [], watched: new Set() }
+                    sessions.set(client, session)
+                    if (client.conn.destroyed) return done(null, true)
+                    live.set(client, session)
+                    if (holder === undefined) clientIds.set(client.id, { principal: key, client })
+                    else holder.client = client
+                    fullQueues.delete(client.id)
+                    client.conn.once("close", () => {
+                      live.delete(client)
+                      const current = clientIds.get(client.id)
+                      if (current?.client !== client) return
+                      // A clean session ends here; a persistent one stays its principal's.
+                      if (client.clean) clientIds.delete(client.id)
+                      else current.client = undefined
+                    })
+                    done(null, true)
+                  })
                 }))),
               onFailure: (e) =>
                 Effect.andThen(
@@ -157,12 +228,15 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             Effect.sync(() => callback(new AlreadyLogged(refusal.message)))
           )
         }
-        session.refusals += 1
-        const abusive = session.refusals >= MAX_REFUSALS
+        const now = Date.now()
+        const recent = session.refusals
+        while (recent.length > 0 && recent[0] <= now - Duration.toMillis(REFUSAL_WINDOW)) recent.shift()
+        recent.push(now)
+        const abusive = recent.length >= MAX_REFUSALS
         return Effect.andThen(
           Effect.logWarning(
             `mqtt publish on ${packet.topic} from ${peer(client)} refused (0x${refusal.reasonCode.toString(16)}): ${refusal.message}` +
-              (abusive ? `; disconnecting after ${session.refusals} refusals` : "")
+              (abusive ? `; disconnecting after ${recent.length} refusals within ${Duration.format(REFUSAL_WINDOW)}` : "")
           ),
           // MQTT 3.1.1 cannot refuse a PUBLISH: acknowledge and drop it, or close [MQTT-3.3.5-2].
           Effect.sync(() => abusive ? callback(new AlreadyLogged(refusal.message)) : accept(packet, callback))
@@ -171,8 +245,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
 
       const authorizePublish: NonNullable<AedesOptions["authorizePublish"]> = (client, packet, callback) => {
         const session = client === null ? undefined : sessions.get(client)
-        // A will left by a session of an earlier process: nobody to act for.
+        // A will left by a session of an earlier process: nobody to act for. A publish whose
+        // topic closed the connection (`guardConnection`, already logged) is not acted on.
         if (client === null || session === undefined) return callback(new AlreadyLogged("no session"))
+        if (isDropped(packet)) return callback(new AlreadyLogged("closed"))
         const request = decode(packet.topic, packet.payload)
         // The common case without a fiber; TCP holds the sender back (aedes reads a connection
         // on only once its publishes are answered), so the writer lets it wait in line.
@@ -225,6 +301,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             // A null subscription is answered 0x80 in the SUBACK [MQTT-3.9.3].
             Effect.sync(() => callback(null, null))
           )
+        if (isDropped(subscription)) return callback(null, null)
         if (session === undefined) return run(refuse("no session"))
         if (deviceId === undefined) return run(refuse("not a device's events, locations or command runs"))
         run(
@@ -232,10 +309,13 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             Effect.matchEffect({
               onSuccess: (allowed) => {
                 if (!allowed) return refuse(`device ${deviceId} is not this credential's`)
-                // QoS 2 is held as 1 (aedes still echoes the QoS asked for in the SUBACK); deliveries
-                // are published at QoS 1, so none is ever sent at 2.
+                // QoS 2 was already lowered to 1 as the packet was read (`guardConnection`), so the
+                // SUBACK grants 1; deliveries are published at QoS 1.
                 const granted: Subscription = { ...subscription, qos: subscription.qos === 2 ? 1 : subscription.qos }
-                return Effect.sync(() => callback(null, granted))
+                return Effect.sync(() => {
+                  session.watched.add(deviceId)
+                  callback(null, granted)
+                })
               },
               onFailure: (e) => refuse(`store failed: ${e.message}`)
             })
@@ -243,12 +323,24 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         )
       }
 
+      /**
+       * Every delivery, live or replayed from a persistent session's queue, goes only to a session
+       * that was allowed to subscribe to its device: a subscription is checked once, and a queue
+       * is kept for a client id, so this is what stops a queue reaching anyone else.
+       */
+      const authorizeForward: NonNullable<AedesOptions["authorizeForward"]> = (client, packet) => {
+        const deviceId = deliveryDevice(packet.topic)
+        return deviceId !== undefined && sessions.get(client)?.watched.has(deviceId) === true ? packet : null
+      }
+
       const broker = yield* Effect.acquireRelease(
         Effect.promise(async () => {
           const broker = new VoltaicAedes({
+            persistence,
             authenticate,
             authorizePublish,
             authorizeSubscribe,
+            authorizeForward,
             // 0 = no in-flight window in mqemitter. With a window, a commit releasing thousands of
             // emits behind a full window drained recursively and overflowed the stack
             // (bench:ingest, 5 of 9 runs, when ingested publishes were still emitted;
@@ -327,7 +419,16 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
 
       return MqttBroker.of({
         handle: (connection, request) => {
-          broker.handle(connection, request)
+          const client = broker.handle(connection, request)
+          addresses.set(client, describePeer(connection, request))
+          const guarded = guardConnection(client, {
+            maxBytes: () => sessions.has(client) ? MAX_PACKET_BYTES : MAX_PACKET_BYTES_UNAUTHENTICATED,
+            onViolation: (reason) => run(Effect.logWarning(`mqtt connection of ${peer(client)} closed: ${reason}`))
+          })
+          if (!guarded) {
+            run(Effect.logError("mqtt connection refused: this aedes has no parser to guard (see src/adapters/mqtt/guard.ts)"))
+            connection.destroy()
+          }
         }
       })
     })

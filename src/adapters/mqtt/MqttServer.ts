@@ -4,6 +4,7 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 import { createWebSocketStream, WebSocketServer } from "ws"
 import { AppConfig } from "../../config.ts"
 import { type ListenFailed, listenFailure, type ListenOptions } from "../http/HttpListener.ts"
+import { MAX_PACKET_BYTES } from "./guard.ts"
 import { MqttBroker } from "./MqttBroker.ts"
 
 /** The ports MQTT listens on, as bound (`MQTT_PORT=0` / `MQTT_WS_PORT=0` pick free ones). */
@@ -66,7 +67,8 @@ export class MqttServer extends Context.Service<MqttServer, MqttServerService>()
 
       // Upgrades are handled here rather than by `ws` watching the server, so a listen failure
       // surfaces once, as `ListenFailed`.
-      const wss = new WebSocketServer({ noServer: true })
+      // A WebSocket message is read whole before MQTT sees it: bound it by the largest packet.
+      const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PACKET_BYTES + 8 })
       const wsConnections = new Set<Socket>()
       const ws = createHttpServer((_request, response) => {
         response.writeHead(426, { upgrade: "websocket", "content-type": "text/plain" })

@@ -40,5 +40,6 @@ export const mqttRefusal = (e: DomainError | SqlError): MqttRefusal => {
 }
 
 /** CONNACK return codes of MQTT 3.1.1 §3.2.2.3 that authentication can answer. */
+export const CONNACK_IDENTIFIER_REJECTED = 2
 export const CONNACK_SERVER_UNAVAILABLE = 3
 export const CONNACK_BAD_USERNAME_OR_PASSWORD = 4
