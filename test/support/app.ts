@@ -31,7 +31,8 @@ export const startApp = async (env: Record<string, string>): Promise<TestApp> =>
     BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
     ADMIN_EMAIL,
     ADMIN_PASSWORD,
-    LOG_LEVEL: "warn",
+    // Refusals are logged as warnings, and these tests make hundreds on purpose.
+    LOG_LEVEL: "error",
     ...env
   })
   const context = await Effect.runPromise(

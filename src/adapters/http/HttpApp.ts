@@ -6,7 +6,7 @@ import { bodyLimit } from "hono/body-limit"
 import { HTTPException } from "hono/http-exception"
 import { methodNotAllowed } from "hono/method-not-allowed"
 import { Sql } from "../../store/Sql.ts"
-import { sendStatus } from "./errors.ts"
+import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
 import { Api, type HttpServices } from "./route.ts"
 import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
@@ -33,13 +33,25 @@ export const makeHttpApp = Effect.gen(function*() {
   const v1 = new OpenAPIHono()
   const api = new Api(v1, context)
 
-  app.use(methodNotAllowed({
+  const otherMethods = methodNotAllowed({
     app,
     onMethodNotAllowed: (c, methods) =>
       sendStatus(c, 405, "method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${methods.join(", ")}`, {
         Allow: methods.join(", ")
       })
-  }))
+  })
+  const answered = () => Promise.resolve()
+  const logRefusal = (line: string) => Effect.runSyncWith(context)(Effect.logWarning(line))
+  // Outermost, so it sees every request's final answer, whoever gave it (a route, the body
+  // limit below, onError, notFound). A success costs a status check, as Hono's
+  // methodNotAllowed alone did. A 404 for a path served under other methods becomes 405
+  // (methodNotAllowed run after the fact), and then each refusal (4xx) is logged once.
+  app.use(async (c, next) => {
+    await next()
+    if (!isRefusal(c.res.status)) return
+    if (c.res.status === 404) await otherMethods(c, answered)
+    logRefusal(await refusalLine(c))
+  })
   // Only where a body may come: reading `c.req.raw.body` builds a full Request, which costs
   // about 75 µs on every GET (bench/RESULTS.md, "Where the time goes").
   const tooLarge = (c: HonoContext) => sendStatus(c, 413, "payload_too_large", `body: larger than ${MAX_REQUEST_BODY} bytes`)
@@ -50,8 +62,15 @@ export const makeHttpApp = Effect.gen(function*() {
     // A declared length is enforced by Node's parser, so it is checked here and the body left
     // as it is; only a chunked body is counted as it streams (Hono's bodyLimit wraps it, and
     // a wrapped body left unread when the answer goes out costs the connection).
-    if (declared === undefined) await limitBody(c, next)
-    else if (Number(declared) > MAX_REQUEST_BODY) c.res = tooLarge(c)
+    if (declared === undefined) {
+      // bodyLimit answers an oversized stream by returning its response, not by setting it;
+      // the rest of the stream is left unread, so the connection is not kept either.
+      const refused = await limitBody(c, next)
+      if (refused instanceof Response) {
+        c.res = refused
+        c.res.headers.set("connection", "close")
+      }
+    } else if (Number(declared) > MAX_REQUEST_BODY) c.res = tooLarge(c)
     else await next()
     // Refused before the body was read (401, 403, 413, …): Node drains what is left only for
     // a while and then drops the socket, so a client reusing it would lose its next request.

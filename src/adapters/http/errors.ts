@@ -1,3 +1,4 @@
+import { Predicate } from "effect"
 import type { Context } from "hono"
 import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { type DomainError, notFoundMessage } from "../../domain/errors.ts"
@@ -45,10 +46,81 @@ export const httpError = (e: DomainError): { status: ContentfulStatusCode; body:
   }
 }
 
-export const sendError = (c: Context, e: DomainError): Response => {
-  const { status, body, headers } = httpError(e)
+/** A refusal: the client's request is answered 4xx (5xx are the server's failures, logged where they happen). */
+export const isRefusal = (status: number): boolean => status >= 400 && status < 500
+
+/**
+ * The refusal each request was answered with here, so that logging it need not read the
+ * response body back. Keyed by the request's context: gone with it.
+ */
+const refusals = new WeakMap<Context, { readonly status: number; readonly code: string; readonly message: string }>()
+
+const answer = (c: Context, status: ContentfulStatusCode, body: ErrorBody, headers: Record<string, string> | undefined): Response => {
+  if (isRefusal(status)) refusals.set(c, body.error)
   return c.json(body, status, headers)
 }
 
+export const sendError = (c: Context, e: DomainError): Response => {
+  const { status, body, headers } = httpError(e)
+  return answer(c, status, body, headers)
+}
+
 export const sendStatus = (c: Context, status: ContentfulStatusCode, code: string, message: string, headers?: Record<string, string>) =>
-  c.json(errorBody(status, code, message), status, headers)
+  answer(c, status, errorBody(status, code, message), headers)
+
+/**
+ * The line a refused request is logged with, from its final response:
+ * `http POST /v1/events from 10.0.0.7 refused 400 invalid_request: name: is required`.
+ * Method, path, peer (where the runtime exposes it), status, code and message; never the query
+ * string (which may carry `access_token`), a header or the body. A refusal answered by
+ * `sendError`/`sendStatus` is known; any other (a handler's own response, such as the OAuth
+ * errors of `POST /oauth/token`) is read back from its JSON body.
+ */
+export const refusalLine = async (c: Context): Promise<string> => {
+  const res = c.res
+  const known = refusals.get(c)
+  const { code, message } = known !== undefined && known.status === res.status ? known : await refusalOfBody(res)
+  const peer = peerAddress(c)
+  return printable(`http ${c.req.method} ${c.req.path}${peer === undefined ? "" : ` from ${peer}`} refused ${res.status} ${code}: ${message}`)
+}
+
+/** `{"error": {"code", "message"}}`, or an OAuth `{"error", "error_description"}` (RFC 6749 §5.2). */
+const refusalOfBody = async (res: Response): Promise<{ code: string; message: string }> => {
+  let body: unknown
+  try {
+    body = JSON.parse(await res.clone().text())
+  } catch {
+    return { code: "refused", message: "(no JSON error body)" }
+  }
+  if (!Predicate.hasProperty(body, "error")) return { code: "refused", message: "(no JSON error body)" }
+  const error: unknown = body.error
+  if (typeof error === "string") {
+    const description: unknown = Predicate.hasProperty(body, "error_description") ? body.error_description : undefined
+    return { code: error, message: typeof description === "string" ? description : "" }
+  }
+  const code: unknown = Predicate.hasProperty(error, "code") ? error.code : undefined
+  const message: unknown = Predicate.hasProperty(error, "message") ? error.message : undefined
+  return { code: typeof code === "string" ? code : "refused", message: typeof message === "string" ? message : "" }
+}
+
+/** The connection's address where the runtime exposes it: `@hono/node-server` hands over the Node request as `c.env.incoming`. */
+export const peerAddress = (c: Context): string | undefined => {
+  const env: unknown = c.env
+  if (!Predicate.hasProperty(env, "incoming")) return undefined
+  const incoming: unknown = env.incoming
+  if (!Predicate.hasProperty(incoming, "socket")) return undefined
+  const socket: unknown = incoming.socket
+  return Predicate.hasProperty(socket, "remoteAddress") && typeof socket.remoteAddress === "string" ? socket.remoteAddress : undefined
+}
+
+/** Longest line logged for one refusal; a path or message beyond it is cut. */
+const MAX_LINE = 2000
+
+/**
+ * One line, whatever the client sent: the path is percent-decoded, so control characters
+ * (a newline forging a second log line) are escaped, and the line is bounded.
+ */
+const printable = (line: string): string => {
+  const escaped = line.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`)
+  return escaped.length > MAX_LINE ? `${escaped.slice(0, MAX_LINE)}…` : escaped
+}
