@@ -11,7 +11,18 @@ const CREDENTIALS: ReadonlyArray<Credential> = ["none", "bad", "app", "readOnly"
 interface Fixtures {
   keys: Record<Credential, string | undefined>
   spaceId: string
+  /** The device whose secret key is the `device` credential. */
   deviceId: string
+  /** Another device of the same organisation. */
+  siblingId: string
+  /** A device of the other organisation (the one of the `other` credential). */
+  foreignDeviceId: string
+  eventId: string
+  siblingEventId: string
+  locationId: string
+  siblingLocationId: string
+  /** A command of `deviceId`, slug `reboot`. */
+  commandId: string
   t: TestApp
 }
 
@@ -29,6 +40,9 @@ const newSpace = async (f: Fixtures) => (await f.t.call("POST", "/spaces", { key
 const newDevice = async (f: Fixtures) =>
   (await f.t.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "scratch", space: { id: f.spaceId } } })).body.id as string
 const newKey = async (f: Fixtures) => (await f.t.call("POST", "/apiKeys", { key: BOOTSTRAP_KEY, body: { name: "scratch" } })).body.id as string
+const newCommand = async (f: Fixtures) =>
+  (await f.t.call("POST", "/commands", { key: BOOTSTRAP_KEY, body: { name: `scratch ${Math.random().toString(36).slice(2)}`, device: { id: f.deviceId } } }))
+    .body.id as string
 
 const CASES: ReadonlyArray<Case> = [
   { name: "GET /whoami", request: async () => ({ method: "GET", path: "/whoami" }), expected: row(401, 401, 200, 200, 200, 200, 200, 200) },
@@ -81,6 +95,110 @@ const CASES: ReadonlyArray<Case> = [
       body: { name: "Tenant", owner: { emailAddress: `o${Math.random().toString(36).slice(2)}@example.com`, fullName: "O", password: "long enough pw" } }
     }),
     expected: row(401, 401, 200, 403, 403, 403, 200, 403)
+  },
+
+  // Device traffic. `other` (an application key of another organisation) naming this
+  // organisation's ids gets 404, never 403: it must not learn that they exist. A device key
+  // acts for its own device only: naming a sibling (another device of its organisation) in a
+  // list, a publish or a read by id is 403 (API-DECISIONS: a valid credential without the
+  // right), as its `GET /devices/{id}` is. A read-only key may read but not publish.
+  { name: "GET /events/{id}", request: async (f) => ({ method: "GET", path: `/events/${f.eventId}` }), expected: row(401, 401, 200, 200, 200, 200, 200, 404) },
+  {
+    name: "GET /events/{id} of a sibling device",
+    request: async (f) => ({ method: "GET", path: `/events/${f.siblingEventId}` }),
+    expected: row(401, 401, 200, 200, 403, 200, 200, 404)
+  },
+  {
+    name: "GET /events?device.id=",
+    request: async (f) => ({ method: "GET", path: `/events?device.id=${f.deviceId}` }),
+    expected: row(401, 401, 200, 200, 200, 200, 200, 404)
+  },
+  {
+    name: "GET /events?device.id= of a sibling device",
+    request: async (f) => ({ method: "GET", path: `/events?device.id=${f.siblingId}` }),
+    expected: row(401, 401, 200, 200, 403, 200, 200, 404)
+  },
+  {
+    name: "POST /events",
+    request: async (f) => ({ method: "POST", path: "/events", body: { name: "temperature", data: 21.5, device: { id: f.deviceId } } }),
+    expected: row(401, 401, 200, 403, 200, 200, 200, 404)
+  },
+  {
+    name: "POST /events for a sibling device",
+    request: async (f) => ({ method: "POST", path: "/events", body: { name: "temperature", data: 21.5, device: { id: f.siblingId } } }),
+    expected: row(401, 401, 200, 403, 403, 200, 200, 404)
+  },
+  {
+    // The mirror image: this organisation's credentials naming the other one's device.
+    name: "POST /events for the other organisation's device",
+    request: async (f) => ({ method: "POST", path: "/events", body: { name: "temperature", data: 21.5, device: { id: f.foreignDeviceId } } }),
+    expected: row(401, 401, 404, 403, 403, 404, 404, 200)
+  },
+  {
+    name: "GET /locations/{id}",
+    request: async (f) => ({ method: "GET", path: `/locations/${f.locationId}` }),
+    expected: row(401, 401, 200, 200, 200, 200, 200, 404)
+  },
+  {
+    name: "GET /locations/{id} of a sibling device",
+    request: async (f) => ({ method: "GET", path: `/locations/${f.siblingLocationId}` }),
+    expected: row(401, 401, 200, 200, 403, 200, 200, 404)
+  },
+  {
+    name: "GET /locations?device.id=",
+    request: async (f) => ({ method: "GET", path: `/locations?device.id=${f.deviceId}` }),
+    expected: row(401, 401, 200, 200, 200, 200, 200, 404)
+  },
+  {
+    name: "GET /locations?device.id= of a sibling device",
+    request: async (f) => ({ method: "GET", path: `/locations?device.id=${f.siblingId}` }),
+    expected: row(401, 401, 200, 200, 403, 200, 200, 404)
+  },
+  {
+    name: "POST /locations",
+    request: async (f) => ({ method: "POST", path: "/locations", body: { latitude: 53.35, longitude: -6.26, device: { id: f.deviceId } } }),
+    expected: row(401, 401, 200, 403, 200, 200, 200, 404)
+  },
+  {
+    name: "POST /locations for a sibling device",
+    request: async (f) => ({ method: "POST", path: "/locations", body: { latitude: 53.35, longitude: -6.26, device: { id: f.siblingId } } }),
+    expected: row(401, 401, 200, 403, 403, 200, 200, 404)
+  },
+  {
+    name: "POST /locations for the other organisation's device",
+    request: async (f) => ({ method: "POST", path: "/locations", body: { latitude: 53.35, longitude: -6.26, device: { id: f.foreignDeviceId } } }),
+    expected: row(401, 401, 404, 403, 403, 404, 404, 200)
+  },
+  {
+    name: "POST /commands",
+    request: async (f) => ({ method: "POST", path: "/commands", body: { name: `c ${Math.random().toString(36).slice(2)}`, device: { id: f.deviceId } } }),
+    expected: row(401, 401, 200, 403, 403, 200, 200, 404)
+  },
+  { name: "GET /commands/{id}", request: async (f) => ({ method: "GET", path: `/commands/${f.commandId}` }), expected: row(401, 401, 200, 200, 403, 200, 200, 404) },
+  {
+    name: "PUT /commands/{id}",
+    request: async (f) => ({ method: "PUT", path: `/commands/${f.commandId}`, body: { name: "Reboot now" } }),
+    expected: row(401, 401, 200, 403, 403, 200, 200, 404)
+  },
+  {
+    name: "DELETE /commands/{id}",
+    request: async (f) => ({ method: "DELETE", path: `/commands/${await newCommand(f)}` }),
+    expected: row(401, 401, 200, 403, 403, 200, 200, 404)
+  },
+  {
+    name: "GET /commands?device.id=",
+    request: async (f) => ({ method: "GET", path: `/commands?device.id=${f.deviceId}` }),
+    expected: row(401, 401, 200, 200, 403, 200, 200, 404)
+  },
+  {
+    name: "POST /commands/run",
+    request: async (f) => ({ method: "POST", path: "/commands/run", body: { slug: "reboot", device: { id: f.deviceId } } }),
+    expected: row(401, 401, 200, 403, 403, 200, 200, 404)
+  },
+  {
+    name: "POST /commands/run by id",
+    request: async (f) => ({ method: "POST", path: "/commands/run", body: { id: f.commandId } }),
+    expected: row(401, 401, 200, 403, 403, 200, 200, 404)
   }
 ]
 
@@ -120,6 +238,21 @@ describe.each(STORE_KINDS)("authorisation matrix on %s", (kind) => {
       body: { name: "Other", owner: { emailAddress: "other@example.com", fullName: "Other Owner", password: "other password" } }
     })
     expect(other.status).toBe(200)
+    // Device traffic: a sibling device, an event and a location of each, a command, and a
+    // device of the other organisation (created by naming a new customId).
+    const sibling = await t.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "Sibling", space: { id: f.spaceId } } })
+    f.siblingId = sibling.body.id
+    const publish = async (path: string, body: Record<string, unknown>, key = BOOTSTRAP_KEY) => {
+      const res = await t.call("POST", path, { key, body })
+      expect(res.status, JSON.stringify(res.body)).toBe(200)
+      return res.body as { id: string; device: { id: string } }
+    }
+    f.eventId = (await publish("/events", { name: "boot", device: { id: f.deviceId } })).id
+    f.siblingEventId = (await publish("/events", { name: "boot", device: { id: f.siblingId } })).id
+    f.locationId = (await publish("/locations", { latitude: 1, longitude: 2, device: { id: f.deviceId } })).id
+    f.siblingLocationId = (await publish("/locations", { latitude: 1, longitude: 2, device: { id: f.siblingId } })).id
+    f.commandId = (await publish("/commands", { name: "Reboot", device: { id: f.deviceId } })).id
+    f.foreignDeviceId = (await publish("/events", { name: "boot", device: { customId: "foreign-meter" } }, other.body.apiKey.secretKey)).device.id
     f.keys = {
       none: undefined,
       bad: "a_sk_not_a_real_key_000000000000",

@@ -4,6 +4,17 @@ import { BOOTSTRAP_KEY, startAppOn, type TestApp } from "../support/app.ts"
 /** Every list endpoint takes the shared list parameters. */
 const LIST_ENDPOINTS = ["/devices", "/spaces", "/products", "/places", "/gateways", "/apiKeys"]
 
+/**
+ * Lists of one device's traffic: also the shared list parameters, given with a valid
+ * `device.id` (events and locations require one of an application key), and each with the
+ * default `order` of its resource (events and locations `timestamp`).
+ */
+const DEVICE_LIST_ENDPOINTS: ReadonlyArray<{ readonly path: string; readonly plural: string; readonly order: string; readonly requiresDevice: boolean }> = [
+  { path: "/events", plural: "events", order: "timestamp", requiresDevice: true },
+  { path: "/locations", plural: "locations", order: "timestamp", requiresDevice: true },
+  { path: "/commands", plural: "commands", order: "createdAt", requiresDevice: false }
+]
+
 /** parameter → values that must be refused with a 400 naming it. */
 const BAD_VALUES: Record<string, ReadonlyArray<string>> = {
   limit: ["0", "201", "-1", "abc", "1.5", "1e2"],
@@ -43,6 +54,68 @@ describe("list parameter validation", () => {
       })
     }
   }
+})
+
+describe("list parameter validation of a device's events, locations and commands", () => {
+  let t: TestApp
+  let deviceId: string
+  beforeAll(async () => {
+    t = await startAppOn("pglite")
+    const space = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Home" } })
+    const device = await t.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "Meter", space: { id: space.body.id } } })
+    expect(device.status).toBe(200)
+    deviceId = device.body.id
+    // One of each, so that an accepted query has something to answer.
+    for (const [path, body] of [
+      ["/events", { name: "boot", device: { id: deviceId } }],
+      ["/locations", { latitude: 1, longitude: 2, device: { id: deviceId } }],
+      ["/commands", { name: "Reboot", device: { id: deviceId } }]
+    ] as const) {
+      expect((await t.call("POST", path, { key: BOOTSTRAP_KEY, body })).status).toBe(200)
+    }
+  })
+  afterAll(() => t.close())
+
+  for (const { path, plural, order, requiresDevice } of DEVICE_LIST_ENDPOINTS) {
+    for (const [param, values] of Object.entries(BAD_VALUES)) {
+      for (const value of values) {
+        it(`GET ${path}?device.id=…&${param}=${value} answers 400 naming ${param}`, async () => {
+          const res = await t.call("GET", `${path}?device.id=${deviceId}&${param}=${encodeURIComponent(value)}`, { key: BOOTSTRAP_KEY })
+          expect(res.status).toBe(400)
+          expect(res.body.error.code).toBe("invalid_request")
+          expect(res.body.error.field).toBe(param)
+          expect(res.body.error.message).toMatch(new RegExp(`^${param}: `))
+        })
+      }
+    }
+    for (const query of GOOD_QUERIES.map((q) => q.startsWith("order=") ? `order=${order}` : q)) {
+      it(`GET ${path}?device.id=…&${query} is accepted`, async () => {
+        const res = await t.call("GET", `${path}?device.id=${deviceId}&${query}`, { key: BOOTSTRAP_KEY })
+        expect(res.status).toBe(200)
+        expect(res.headers.get("x-total-count")).toMatch(/^\d+$/)
+        expect(res.body[plural]).toBeInstanceOf(Array)
+        expect(res.body.count).toBe(Number(res.headers.get("x-total-count")))
+      })
+    }
+    if (requiresDevice) {
+      it(`GET ${path} without device.id answers 400 naming device.id`, async () => {
+        const res = await t.call("GET", `${path}?limit=5`, { key: BOOTSTRAP_KEY })
+        expect(res.status).toBe(400)
+        expect(res.body.error).toMatchObject({ code: "invalid_request", field: "device.id", message: "device.id: is required" })
+      })
+    }
+    it(`GET ${path}?device.id= of an unknown device answers 404`, async () => {
+      const res = await t.call("GET", `${path}?device.id=dev_nothere`, { key: BOOTSTRAP_KEY })
+      expect(res.status).toBe(404)
+      expect(res.body.error.message).toBe("device dev_nothere not found")
+    })
+  }
+
+  it("refuses an order that is another resource's column (events are ordered by timestamp, not createdAt)", async () => {
+    const res = await t.call("GET", `/events?device.id=${deviceId}&order=createdAt`, { key: BOOTSTRAP_KEY })
+    expect(res.status).toBe(400)
+    expect(res.body.error.field).toBe("order")
+  })
 })
 
 describe("request bodies and unknown routes", () => {

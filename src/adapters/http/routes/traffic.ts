@@ -95,8 +95,11 @@ const historyDevice = (principal: Principal, deviceId: string | undefined) => {
     : deviceOfOrganisation(principal, deviceId)
 }
 
-const ownedByCaller = <T extends { device: { id: string } }>(principal: Principal, resource: string, id: string) => (value: T) =>
-  principal.kind === "device" && value.device.id !== principal.id ? Effect.fail(new NotFound({ resource, id })) : Effect.succeed(value)
+/** A device key reads only its own device's events and locations: another's is 403, as its device would be. */
+const ownedByCaller = <T extends { device: { id: string } }>(principal: Principal, resource: string) => (value: T) =>
+  principal.kind === "device" && value.device.id !== principal.id
+    ? Effect.fail(new Forbidden({ message: `a device key may only read its own device's ${resource}s` }))
+    : Effect.succeed(value)
 
 /** Form fields arrive as text: `data` that parses as JSON is taken as that JSON. */
 const formData = (value: unknown): unknown => {
@@ -154,7 +157,7 @@ export const trafficRoutes = (api: Api): void => {
     response: eventSchema,
     handler: ({ principal, params }) =>
       Sql.use((sql) => getOne(sql, eventQuery, principal.organisationId, params.id)).pipe(
-        Effect.flatMap(ownedByCaller(principal, "event", params.id))
+        Effect.flatMap(ownedByCaller(principal, "event"))
       )
   })
 
@@ -170,7 +173,7 @@ export const trafficRoutes = (api: Api): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         const event = yield* getOne(sql, eventQuery, principal.organisationId, params.id).pipe(
-          Effect.flatMap(ownedByCaller(principal, "event", params.id))
+          Effect.flatMap(ownedByCaller(principal, "event"))
         )
         const [row] = yield* sql.query<{ bytes: Uint8Array; content_type: string; filename: string | null }>(
           "SELECT bytes, content_type, filename FROM event_files WHERE event_id = $1",
@@ -232,7 +235,7 @@ export const trafficRoutes = (api: Api): void => {
     response: locationSchema,
     handler: ({ principal, params }) =>
       Sql.use((sql) => getOne(sql, locationQuery, principal.organisationId, params.id)).pipe(
-        Effect.flatMap(ownedByCaller(principal, "location", params.id))
+        Effect.flatMap(ownedByCaller(principal, "location"))
       )
   })
 
