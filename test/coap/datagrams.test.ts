@@ -1,7 +1,8 @@
 import { generate, parse } from "coap-packet"
 import { describe, expect, it } from "vitest"
 import { type Block, blockValue, makeTransfers, parseBlock } from "../../src/adapters/coap/blockwise.ts"
-import { makeExchanges } from "../../src/adapters/coap/exchanges.ts"
+import { answeredMessageId, exchangeKey, makeExchanges } from "../../src/adapters/coap/exchanges.ts"
+import { makeLogLimit, withHeld } from "../../src/adapters/coap/logLimit.ts"
 import { screen, wellFormed } from "../../src/adapters/coap/screen.ts"
 
 const request = (overrides: Parameters<typeof generate>[0] = {}) =>
@@ -46,6 +47,26 @@ describe("screening datagrams (RFC 7252 §3, §4)", () => {
     for (const datagram of [Buffer.alloc(0), hex("40 02 12"), hex("80 02 12 34"), Buffer.from("hello, not CoAP"), hex("50 02 12 34 ff"), hex("50 00 12 34"), hex("50 45 12 34"), hex("60 45 12 34"), hex("60 02 12 34")]) {
       expect(screen(datagram)._tag, datagram.toString("hex")).toBe("drop")
     }
+  })
+
+  it("gives the reason for what it drops or resets, but not for a ping", () => {
+    expect(screen(hex("80 02 12 34"))).toEqual({ _tag: "drop", reason: "malformed (RFC 7252 §3): CoAP version 2, not 1" })
+    expect(screen(hex("50 00 12 34"))).toEqual({ _tag: "drop", reason: "an Empty Non-confirmable message (RFC 7252 §4.3)" })
+    expect(screen(hex("49 02 12 34"))).toMatchObject({ _tag: "answer", reason: "malformed (RFC 7252 §3): token length 9, more than 8" })
+    expect(screen(hex("40 45 12 34"))).toMatchObject({ _tag: "answer", reason: "code 2.05, not a request" })
+    expect(screen(hex("40 00 12 34"))).toMatchObject({ _tag: "answer", reason: undefined })
+  })
+
+  it("refuses a Confirmable request with a critical option it does not understand, and ignores a Non-confirmable one", () => {
+    const withOption = (name: string, confirmable = true) =>
+      request({ confirmable, options: [{ name: "Uri-Path", value: Buffer.from("events") }, { name, value: Buffer.of(1) }] })
+    for (const option of ["1", "5", "9", "19", "31", "2049", "65001"]) {
+      expect(screen(withOption(option)), option).toMatchObject({ _tag: "refuse", reply: { code: "4.02" } })
+      expect(screen(withOption(option, false)), option).toMatchObject({ _tag: "drop", reason: expect.stringContaining(`critical option ${option}`) })
+    }
+    expect(screen(withOption("35"))).toMatchObject({ _tag: "refuse", reply: { code: "5.05" } })
+    // Understood critical options, and elective (even) ones understood or not, pass.
+    for (const option of ["3", "7", "15", "17", "6", "60", "258", "292", "2048"]) expect(screen(withOption(option))._tag, option).toBe("pass")
   })
 
   it("agrees with coap-packet on well-formed messages", () => {
@@ -111,29 +132,66 @@ describe("Block1 reassembly (RFC 7959)", () => {
 })
 
 describe("message deduplication (RFC 7252 §4.5)", () => {
-  it("gives every copy the first copy's reply, in flight or done, for the exchange lifetime", async () => {
-    const exchanges = makeExchanges<string>(1_000, 10)
-    let started = 0
-    const start = (value: string) => () => {
-      started += 1
-      return Promise.resolve(value)
-    }
-    const first = exchanges.reply("peer|1", 0, start("a"))
-    const copy = exchanges.reply("peer|1", 1, start("b"))
-    expect(copy).toBe(first)
-    expect(await copy).toBe("a")
-    expect(exchanges.has("peer|1", 999)).toBe(true)
-    expect(await exchanges.reply("peer|2", 2, start("c"))).toBe("c")
-    expect(started).toBe(2)
-    expect(exchanges.has("peer|1", 1_000)).toBe(false)
-    expect(await exchanges.reply("peer|1", 1_000, start("d"))).toBe("d")
+  it("knows a copy by endpoint and message ID alone, and gives it what was sent for the first", () => {
+    const exchanges = makeExchanges(1_000, 10)
+    expect(exchangeKey("10.0.0.1", 5683, 7)).toBe(exchangeKey("10.0.0.1", 5683, 7))
+    expect(exchangeKey("10.0.0.1", 5683, 7)).not.toBe(exchangeKey("10.0.0.1", 5684, 7))
+    const key = exchangeKey("10.0.0.1", 5683, 7)
+    expect(exchanges.find(key, 0)).toBeUndefined()
+    exchanges.open(key, 0)
+    // Being worked out: nothing to send yet.
+    expect(exchanges.find(key, 1)).toEqual({ answer: undefined })
+    exchanges.answered(key, Buffer.of(0x60, 0x00, 0x00, 0x07))
+    expect(exchanges.find(key, 999)?.answer).toEqual(Buffer.of(0x60, 0x00, 0x00, 0x07))
+    expect(exchanges.find(key, 1_000)).toBeUndefined()
+    // Answers to messages never seen are not kept.
+    exchanges.answered(exchangeKey("10.0.0.1", 5683, 8), Buffer.of(0x60, 0x00, 0x00, 0x08))
+    expect(exchanges.size()).toBe(1)
+  })
+
+  it("takes the request's message ID from what answers it: ACK and NON, not CON or RST", () => {
+    expect(answeredMessageId(hex("60 00 12 34"))).toBe(0x1234) // empty ACK
+    expect(answeredMessageId(hex("61 41 12 34 ab"))).toBe(0x1234) // piggybacked 2.01
+    expect(answeredMessageId(hex("51 41 12 34 ab"))).toBe(0x1234) // NON 2.01
+    expect(answeredMessageId(hex("41 41 77 77 ab"))).toBeUndefined() // separate response
+    expect(answeredMessageId(hex("70 00 12 34"))).toBeUndefined()
+    expect(answeredMessageId(hex("60 00 12"))).toBeUndefined()
   })
 
   it("holds a bounded number of exchanges, forgetting the oldest", () => {
-    const exchanges = makeExchanges<number>(1_000, 3)
-    for (let i = 0; i < 5; i++) void exchanges.reply(`k${i}`, 0, () => Promise.resolve(i))
+    const exchanges = makeExchanges(1_000, 3)
+    for (let i = 0; i < 5; i++) exchanges.open(`k${i}`, 0)
     expect(exchanges.size()).toBe(3)
-    expect(exchanges.has("k0", 0)).toBe(false)
-    expect(exchanges.has("k4", 0)).toBe(true)
+    expect(exchanges.find("k0", 0)).toBeUndefined()
+    expect(exchanges.find("k4", 0)).toBeDefined()
+  })
+})
+
+describe("rate-limited log lines (dropped datagrams)", () => {
+  it("logs a peer's first line, counts the next ones in its window and reports them with its next line", () => {
+    const limit = makeLogLimit(1_000, 10)
+    expect(limit.admit("a:1", 0)).toEqual({ fromPeer: 0, fromOthers: 0 })
+    expect(limit.admit("a:1", 10)).toBeUndefined()
+    expect(limit.admit("a:1", 999)).toBeUndefined()
+    expect(limit.admit("b:2", 20)).toEqual({ fromPeer: 0, fromOthers: 0 })
+    expect(limit.admit("a:1", 1_000)).toEqual({ fromPeer: 2, fromOthers: 0 })
+    expect(withHeld("coap datagram from a:1 dropped: x", { fromPeer: 2, fromOthers: 0 })).toBe("coap datagram from a:1 dropped: x (2 more from this peer not logged)")
+    expect(withHeld("line", { fromPeer: 0, fromOthers: 0 })).toBe("line")
+  })
+
+  it("logs at most so many lines per window in all, reporting the rest with the next line", () => {
+    const limit = makeLogLimit(1_000, 2)
+    expect(limit.admit("a", 0)).toBeDefined()
+    expect(limit.admit("b", 1)).toBeDefined()
+    for (let i = 0; i < 50; i++) expect(limit.admit(`flood${i}`, 2)).toBeUndefined()
+    expect(limit.admit("b", 3)).toBeUndefined()
+    // The next window: b's held line is its own; the flood's are others'.
+    expect(limit.admit("b", 1_001)).toEqual({ fromPeer: 1, fromOthers: 50 })
+    expect(withHeld("line", { fromPeer: 1, fromOthers: 50 })).toBe("line (1 more from this peer, 50 from others not logged)")
+    // A peer that went quiet: what it held back is reported with someone else's next line.
+    const quiet = makeLogLimit(1_000, 10)
+    quiet.admit("a", 0)
+    quiet.admit("a", 5)
+    expect(quiet.admit("c", 2_000)).toEqual({ fromPeer: 0, fromOthers: 1 })
   })
 })

@@ -1,10 +1,11 @@
 import { generate, parse } from "coap-packet"
 import { ConfigProvider, Context, Deferred, Effect, Exit, Layer, Logger, Scope } from "effect"
 import { createSocket } from "node:dgram"
-import { describe, expect, it } from "vitest"
+import { describe, expect, it, vi } from "vitest"
 import { CoapLive, CoapServer } from "../../src/adapters/coap/CoapServer.ts"
 import { describeStartupFailure } from "../../src/app.ts"
 import { Auth } from "../../src/auth/Auth.ts"
+import { Unavailable } from "../../src/domain/errors.ts"
 import { Ingest } from "../../src/ingest/Ingest.ts"
 import { rawPeer } from "../support/coap.ts"
 
@@ -17,16 +18,18 @@ const auth = Layer.succeed(
   })
 )
 
-/** An Ingest whose events are stored when the test says so. */
-const gatedIngest = (received: Deferred.Deferred<void>, release: Deferred.Deferred<void>) =>
+/** An Ingest whose events are stored when the test says so; `stored.count` counts the events it was given. */
+const gatedIngest = (received: Deferred.Deferred<void>, release: Deferred.Deferred<void>, stored = { count: 0 }) =>
   Layer.succeed(
     Ingest,
     Ingest.of({
       event: (e) =>
-        Effect.andThen(
-          Effect.andThen(Deferred.succeed(received, undefined), Deferred.await(release)),
-          Effect.succeed({ id: "evt_1", name: e.payload.name, data: null, timestamp: 1, device: { id: "dev_1" } })
-        ),
+        Effect.gen(function*() {
+          stored.count += 1
+          yield* Deferred.succeed(received, undefined)
+          yield* Deferred.await(release)
+          return { id: "evt_1", name: e.payload.name, data: null, timestamp: 1, device: { id: "dev_1" } }
+        }),
       location: () => Effect.die("not used"),
       runCommand: () => Effect.die("not used"),
       submitEvent: () => false,
@@ -61,8 +64,21 @@ const post = (messageId: number) =>
 const services = async () => {
   const received = await Effect.runPromise(Deferred.make<void>())
   const release = await Effect.runPromise(Deferred.make<void>())
-  return { received, release, layer: Layer.merge(auth, gatedIngest(received, release)) }
+  const stored = { count: 0 }
+  return { received, release, stored, layer: Layer.merge(auth, gatedIngest(received, release, stored)) }
 }
+
+/** An Ingest that is behind: every event is refused with 5.03 (back-pressure). */
+const behindIngest = Layer.succeed(
+  Ingest,
+  Ingest.of({
+    event: () => Effect.fail(new Unavailable({ retryAfterSeconds: 2, message: "the store is behind; retry shortly" })),
+    location: () => Effect.die("not used"),
+    runCommand: () => Effect.die("not used"),
+    submitEvent: () => false,
+    forgetDevices: () => undefined
+  })
+)
 
 describe("the CoAP listener", () => {
   it("binds a free port for COAP_PORT=0 and logs it", async () => {
@@ -134,6 +150,64 @@ describe("the CoAP listener", () => {
       expect(packet.options.find((o) => o.name === "Max-Age")?.value).toEqual(Buffer.of(5))
     } finally {
       await peer.close()
+    }
+  })
+})
+
+describe("copies of a Confirmable request being stored", () => {
+  it("ignores a copy before the empty ACK, answers later ones with it, and sends the response once", async () => {
+    const { received, release, stored, layer } = await services()
+    const { exit, close } = await start({}, layer)
+    if (!Exit.isSuccess(exit)) throw new Error(String(exit.cause))
+    const peer = await rawPeer(Context.get(exit.value, CoapServer).port)
+    try {
+      await peer.send(post(3))
+      await Effect.runPromise(Deferred.await(received))
+      // A copy while the first is being stored, within the piggyback window: its answer is yet to come.
+      await peer.send(post(3))
+      // The store is slow: an empty ACK (RFC 7252 §5.2.2), one only.
+      const [ack] = await peer.next()
+      expect(parse(ack)).toMatchObject({ code: "0.00", ack: true, messageId: 3 })
+      expect(await peer.settle(200)).toEqual([])
+      // A copy after it gets the same empty ACK.
+      await peer.send(post(3))
+      expect(await peer.next()).toEqual([ack])
+      await Effect.runPromise(Deferred.succeed(release, undefined))
+      const [response] = await peer.next()
+      const packet = parse(response)
+      expect(packet).toMatchObject({ code: "2.01", confirmable: true })
+      expect(packet.token).toEqual(Buffer.of(3))
+      // Acknowledged (RFC 7252 §4.2): nothing else comes, no second response.
+      await peer.send(generate({ code: "0.00", ack: true, messageId: packet.messageId, token: Buffer.alloc(0) }))
+      expect(await peer.settle(500)).toEqual([])
+      expect(stored.count).toBe(1)
+    } finally {
+      await peer.close()
+      await close()
+    }
+  })
+})
+
+describe("the CoAP listener's log", () => {
+  it("logs a 5.03 back-pressure refusal once, naming the peer and the reason", async () => {
+    const logs: Array<string> = []
+    const { exit, close } = await start({}, Layer.merge(auth, behindIngest), logs)
+    if (!Exit.isSuccess(exit)) throw new Error(String(exit.cause))
+    const peer = await rawPeer(Context.get(exit.value, CoapServer).port)
+    try {
+      await peer.send(post(4))
+      const reply = parse((await peer.next())[0])
+      expect(reply).toMatchObject({ code: "5.03", ack: true, messageId: 4 })
+      expect(reply.options.find((o) => o.name === "Max-Age")?.value).toEqual(Buffer.of(2))
+      const line = `coap POST /events from 127.0.0.1:${peer.port} refused 5.03: the store is behind; retry shortly`
+      await vi.waitFor(() => expect(logs).toContain(line))
+      await peer.send(post(4))
+      await peer.next()
+      await peer.settle(100)
+      expect(logs.filter((l) => l.includes("refused"))).toEqual([line])
+    } finally {
+      await peer.close()
+      await close()
     }
   })
 })

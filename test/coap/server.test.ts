@@ -1,6 +1,6 @@
 import type { Agent } from "coap"
 import { generate, parse } from "coap-packet"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest"
 import { MAX_COAP_PAYLOAD_BYTES } from "../../src/adapters/coap/handler.ts"
 import { MAX_EVENT_DATA_BYTES } from "../../src/ingest/schemas.ts"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
@@ -12,13 +12,14 @@ describe("CoAP over UDP", () => {
   let deviceId: string
   let deviceKey: string
   let otherDeviceId: string
+  const logs: Array<string> = []
   const coap = (call: CoapCall) => coapCall(agent, t.coapPort, call)
   const post = (path: string, body: unknown) => coap({ path, payload: typeof body === "string" ? body : JSON.stringify(body) })
   const app = (method: string, path: string, body?: unknown) => t.call(method, path, { key: BOOTSTRAP_KEY, body })
   const eventCount = async (id = deviceId) => (await app("GET", `/events?device.id=${id}&limit=200`)).body.count as number
 
   beforeAll(async () => {
-    t = await startCoapApp()
+    t = await startCoapApp({}, logs)
     agent = coapAgent()
     const space = await app("POST", "/spaces", { name: "Site" })
     const device = await app("POST", "/devices", { name: "Meter", space: { id: space.body.id } })
@@ -201,13 +202,14 @@ describe("CoAP over UDP", () => {
         options: [{ name: "Uri-Path", value: Buffer.from("events") }],
         payload: Buffer.from(JSON.stringify({ accessToken: deviceKey, name: "pulse", data: 1 }))
       })
-      // Two copies before the first is stored, then a third once it is answered.
+      // Two copies at once (the second, if it comes while the first is stored, is ignored:
+      // the answer is yet to come), then a third once it is answered.
       await peer.send(datagram)
       await peer.send(datagram)
-      const [first, second] = await peer.next(2)
+      const [first] = await peer.next()
+      for (const copy of await peer.settle(100)) expect(copy).toEqual(first)
       await peer.send(datagram)
       const [third] = await peer.next()
-      expect(second).toEqual(first)
       expect(third).toEqual(first)
       const reply = parse(first)
       expect(reply).toMatchObject({ code: "2.01", ack: true, messageId: 0x4242 })
@@ -239,10 +241,136 @@ describe("CoAP over UDP", () => {
       })
       await peer.send(datagram)
       await peer.send(datagram)
-      const [first, second] = await peer.next(2)
-      expect(second).toEqual(first)
+      const [first] = await peer.next()
+      for (const copy of await peer.settle(100)) expect(copy).toEqual(first)
+      await peer.send(datagram)
+      expect(await peer.next()).toEqual([first])
       expect(parse(first)).toMatchObject({ code: "2.01", confirmable: false, ack: false })
       expect(await eventCount()).toBe(before + 1)
+    } finally {
+      await peer.close()
+    }
+  })
+
+  it("takes a request with a message ID already seen from the same endpoint as a copy, whatever its token", async () => {
+    const before = await eventCount()
+    const peer = await rawPeer(t.coapPort)
+    const other = await rawPeer(t.coapPort)
+    try {
+      const request = (token: string, data: number) =>
+        generate({
+          messageId: 0x6161,
+          token: Buffer.from(token, "hex"),
+          confirmable: true,
+          code: "POST",
+          options: [{ name: "Uri-Path", value: Buffer.from("events") }],
+          payload: Buffer.from(JSON.stringify({ accessToken: deviceKey, name: "pulse", data }))
+        })
+      await peer.send(request("aa01", 1))
+      const [first] = await peer.next()
+      expect(parse(first)).toMatchObject({ code: "2.01", ack: true, messageId: 0x6161 })
+      // RFC 7252 §4.5: endpoint and message ID make the copy; it gets the same ACK again, first token and all.
+      await peer.send(request("bb02", 2))
+      expect(await peer.next()).toEqual([first])
+      expect(await eventCount()).toBe(before + 1)
+      // The same message ID from another endpoint is another message.
+      await other.send(request("aa01", 3))
+      const [fresh] = await other.next()
+      expect(JSON.parse(parse(fresh).payload.toString()).id).not.toBe(JSON.parse(parse(first).payload.toString()).id)
+      expect(await eventCount()).toBe(before + 2)
+    } finally {
+      await peer.close()
+      await other.close()
+    }
+  })
+
+  it("refuses a request with a critical option it does not understand with 4.02, storing nothing", async () => {
+    const before = await eventCount()
+    const peer = await rawPeer(t.coapPort)
+    try {
+      const request = (messageId: number, option: number, confirmable = true) =>
+        generate({
+          messageId,
+          token: Buffer.of(messageId),
+          confirmable,
+          code: "POST",
+          options: [{ name: "Uri-Path", value: Buffer.from("events") }, { name: String(option), value: Buffer.of(1) }],
+          payload: Buffer.from(JSON.stringify({ accessToken: deviceKey, name: "critical", data: option }))
+        })
+      // 9 (OSCORE) and 2049 are critical (odd, RFC 7252 §5.4.1); coap-packet names both.
+      for (const [messageId, option] of [[41, 9], [42, 2049], [43, 19]]) {
+        await peer.send(request(messageId, option))
+        const reply = parse((await peer.next())[0])
+        expect(reply, `option ${option}`).toMatchObject({ code: "4.02", ack: true, messageId })
+        expect(reply.token).toEqual(Buffer.of(messageId))
+        expect(JSON.parse(reply.payload.toString()).error).toMatchObject({ status: "4.02", code: "bad_option" })
+        expect(JSON.parse(reply.payload.toString()).error.message).toContain(`option ${option}:`)
+      }
+      // A Non-confirmable one is rejected: ignored (RFC 7252 §4.3).
+      await peer.send(request(44, 9, false))
+      expect(await peer.settle(200)).toEqual([])
+      // Not a forward-proxy: 5.05 to Proxy-Uri (RFC 7252 §5.7.2).
+      await peer.send(request(45, 35))
+      expect(parse((await peer.next())[0])).toMatchObject({ code: "5.05", ack: true, messageId: 45 })
+      expect(await eventCount()).toBe(before)
+      // Elective options (even numbers) not understood are ignored; Uri-Query is understood.
+      for (const [messageId, option] of [[46, 2048], [47, 258], [48, 15]]) {
+        await peer.send(request(messageId, option))
+        expect(parse((await peer.next())[0]), `option ${option}`).toMatchObject({ code: "2.01", messageId })
+      }
+      expect(await eventCount()).toBe(before + 3)
+    } finally {
+      await peer.close()
+    }
+  })
+
+  it("logs one warning per refused request, naming the peer, the code and the reason", async () => {
+    const peer = await rawPeer(t.coapPort)
+    const from = `127.0.0.1:${peer.port}`
+    try {
+      const request = (messageId: number, payload: unknown, options: Array<{ name: string; value: Buffer }> = []) =>
+        generate({
+          messageId,
+          token: Buffer.of(messageId),
+          confirmable: true,
+          code: "POST",
+          options: [{ name: "Uri-Path", value: Buffer.from("events") }, ...options],
+          payload: Buffer.from(JSON.stringify(payload))
+        })
+      const refused = [
+        request(51, { accessToken: "d_sk_not_a_real_key", name: "x" }),
+        request(52, { accessToken: deviceKey, name: "x" }, [{ name: "2049", value: Buffer.alloc(0) }]),
+        request(53, { accessToken: deviceKey, name: "x" }, [{ name: "Block2", value: Buffer.of(0x10) }])
+      ]
+      for (const datagram of refused) {
+        await peer.send(datagram)
+        await peer.next()
+        // A copy is answered from the cache and not logged again.
+        await peer.send(datagram)
+        await peer.next()
+      }
+      const expected = [
+        `coap POST /events from ${from} refused 4.01: not authenticated: the credential is unknown, expired or revoked`,
+        `coap POST /events from ${from} refused 4.02: option 2049: critical, and not understood by this server (RFC 7252 §5.4.1); send the request without it`,
+        `coap POST /events from ${from} refused 4.02: Block2: the response has no such block; repeat the request without Block2`
+      ]
+      await vi.waitFor(() => expect(logs.filter((line) => line.includes(from))).toEqual(expected))
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(logs.filter((line) => line.includes(from))).toEqual(expected)
+    } finally {
+      await peer.close()
+    }
+  })
+
+  it("logs datagrams it drops at most once per peer per 10 s", async () => {
+    const peer = await rawPeer(t.coapPort)
+    const from = `127.0.0.1:${peer.port}`
+    try {
+      for (let i = 0; i < 20; i++) await peer.send(Buffer.from([0x80, 0x02, 0x00, i])) // version 2
+      await peer.send(Buffer.from("hello, this is not CoAP at all"))
+      await vi.waitFor(() => expect(logs.filter((line) => line.includes(from))).toHaveLength(1))
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(logs.filter((line) => line.includes(from))).toEqual([`coap datagram from ${from} dropped: malformed (RFC 7252 §3): CoAP version 2, not 1`])
     } finally {
       await peer.close()
     }

@@ -1,6 +1,6 @@
 import { Agent, request } from "coap"
 import type { CoapMethod } from "coap-packet"
-import { ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effect"
+import { ConfigProvider, Context, Effect, Exit, Layer, Logger, Scope } from "effect"
 import { createSocket, type Socket } from "node:dgram"
 import { CoapLive, CoapServer } from "../../src/adapters/coap/CoapServer.ts"
 import { startApp, type TestApp } from "./app.ts"
@@ -13,16 +13,18 @@ export interface CoapTestApp extends TestApp {
   readonly coapPort: number
 }
 
-/** The CoAP layer over a fresh in-memory core, on 127.0.0.1 and a free port; REST through `call`. */
-export const startCoapApp = async (env: Record<string, string> = {}): Promise<CoapTestApp> => {
-  const t = await startApp({ DATABASE_URL: "memory://", ...env })
+/**
+ * The CoAP layer over a fresh in-memory core, on 127.0.0.1 and a free port; REST through `call`.
+ * With `logs`, the messages the CoAP layer logs at warn and above are appended to it (not printed).
+ */
+export const startCoapApp = async (env: Record<string, string> = {}, logs?: Array<string>): Promise<CoapTestApp> => {
+  const t = await startApp({ DATABASE_URL: "memory://", ...(logs === undefined ? {} : { LOG_LEVEL: "warn" }), ...env })
   const scope = await Effect.runPromise(Scope.make())
   const provider = ConfigProvider.fromEnvRecord({ COAP_PORT: "0", HOST: "127.0.0.1", ...env })
+  const core = Layer.succeedContext(t.context)
+  const services = logs === undefined ? core : Layer.merge(core, Logger.layer([Logger.make(({ message }) => logs.push(String(message)))]))
   const exit = await Effect.runPromiseExit(
-    Layer.buildWithScope(
-      CoapLive.pipe(Layer.provide(Layer.succeedContext(t.context)), Layer.provide(ConfigProvider.layer(provider))),
-      scope
-    )
+    Layer.buildWithScope(CoapLive.pipe(Layer.provide(services), Layer.provide(ConfigProvider.layer(provider))), scope)
   )
   if (Exit.isFailure(exit)) {
     await t.close()
@@ -94,6 +96,8 @@ export interface RawPeer {
   send(datagram: Buffer): Promise<void>
   /** The next `count` datagrams received (not yet taken), or a rejection after `ANSWER_TIMEOUT_MS`. */
   next(count?: number): Promise<Array<Buffer>>
+  /** Waits `ms`, then takes every datagram received meanwhile (not yet taken): to show that nothing more came. */
+  settle(ms: number): Promise<Array<Buffer>>
   close(): Promise<void>
 }
 
@@ -131,6 +135,7 @@ export const rawPeer = async (serverPort: number): Promise<RawPeer> => {
         waiter = check
         check()
       }),
+    settle: (ms) => new Promise((resolve) => setTimeout(() => resolve(inbox.splice(0, inbox.length)), ms)),
     close: () => new Promise((resolve) => socket.close(() => resolve()))
   }
 }

@@ -9,10 +9,11 @@ import { Unavailable } from "../../domain/errors.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
 import { type ListenFailed, listenFailure, type ListenOptions } from "../http/HttpListener.ts"
 import { blockValue, makeTransfers, parseBlock, readUint } from "./blockwise.ts"
-import { badBlock2, coapError, type CoapReply, errorReply } from "./errors.ts"
-import { exchangeKey, makeExchanges } from "./exchanges.ts"
+import { badBlock2, coapError, type CoapReply, errorReply, printable, refusalLine } from "./errors.ts"
+import { answeredMessageId, exchangeKey, makeExchanges } from "./exchanges.ts"
 import { type CoapRequest, handleCoap, MAX_COAP_PAYLOAD_BYTES } from "./handler.ts"
-import { replyDatagram, screen } from "./screen.ts"
+import { makeLogLimit, withHeld } from "./logLimit.ts"
+import { describeRequest, endpointName, replyDatagram, screen } from "./screen.ts"
 
 /**
  * How long a reply may take to go piggybacked on the ACK of a Confirmable request; after
@@ -81,6 +82,26 @@ const transferKey = (from: RemoteInfo, packet: ParsedPacket): string => {
  */
 const RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024
 
+/**
+ * Calls `sent` with every datagram handed to the socket and its destination, before it goes.
+ * The coap package sends its acknowledgements and replies on the socket itself (the empty
+ * ACK of a separate response from a timer of its own): this is where all of them pass.
+ */
+const watchSends = (socket: Socket, sent: (datagram: Uint8Array, port: number, address: string) => void) => {
+  const send = socket.send
+  socket.send = (...args: Array<unknown>): void => {
+    // send(msg, offset, length, port, address?, callback?) or send(msg, port, address?, callback?)
+    const [datagram, second, third] = args
+    const ranged = typeof second === "number" && typeof third === "number"
+    const port = ranged ? args[3] : second
+    const address = ranged ? args[4] : third
+    if (datagram instanceof Uint8Array && typeof port === "number" && typeof address === "string") {
+      sent(ranged ? datagram.subarray(second, second + third) : datagram, port, address)
+    }
+    Reflect.apply(send, socket, args)
+  }
+}
+
 /** A UDP socket bound to the configured address (no SO_REUSEADDR: a port in use fails), closed with the scope. */
 const bind = (options: ListenOptions) =>
   Effect.acquireRelease(
@@ -120,12 +141,15 @@ const bind = (options: ListenOptions) =>
  * CoAP over UDP on `COAP_PORT` at `HOST` (API-DECISIONS "CoAP"): `POST /events` and
  * `POST /locations` → Envelope → Ingest, answered 2.01 once stored.
  *
- * The coap package parses requests, acknowledges Confirmable ones (piggybacked, or an empty
- * ACK and a separate response) and resends its cached reply to a retransmission that comes
- * after the reply. Added here: `screen` (format errors, pings), Block1 reassembly that does
- * not depend on tokens (`makeTransfers`), and the exchange cache, which also covers copies
- * arriving while the first is still being stored. Closing the scope stops reading, answers
- * what is in flight (5.03 after `DRAIN_MS`) and closes the socket.
+ * The coap package parses requests and acknowledges Confirmable ones (piggybacked, or an
+ * empty ACK and a separate response). Added here: `screen` (format errors, pings, critical
+ * options not understood), Block1 reassembly that does not depend on tokens
+ * (`makeTransfers`), and message deduplication by endpoint and message ID (`makeExchanges`):
+ * a copy gets what was sent for the first (the piggybacked or NON response, or the empty
+ * ACK of a separate one), or nothing while that is still being worked out, and never
+ * reaches the handler. Every refusal is logged once as a warning; dropped datagrams at most
+ * once per peer per `DROP_LOG_WINDOW_MS` and `MAX_DROP_LINES` in all. Closing the scope
+ * stops reading, answers what is in flight (5.03 after `DRAIN_MS`) and closes the socket.
  */
 export const CoapLive = Layer.effect(
   CoapServer,
@@ -135,58 +159,96 @@ export const CoapLive = Layer.effect(
     // Made after the socket: on close, handlers still running are interrupted before it closes.
     const fibers = yield* FiberSet.make()
     const runPromise = yield* FiberSet.runtimePromise(fibers)<Auth | Ingest>()
-    const exchanges = makeExchanges<CoapReply>()
+    const exchanges = makeExchanges()
     const transfers = makeTransfers(MAX_COAP_PAYLOAD_BYTES)
+    const dropLog = makeLogLimit()
     /** Block1 of the last block of an upload, echoed in the response to the whole (RFC 7959 §2.3). */
     const echoes = new Map<string, Buffer>()
-    const pending = new Set<OutgoingMessage>()
+    /** Requests being answered by the handler, with `POST /events from 127.0.0.1:5683` for the log. */
+    const pending = new Map<OutgoingMessage, string>()
     const answering = new Set<Promise<void>>()
+
+    const warn = (line: string) => void runPromise(Effect.logWarning(line)).catch(() => undefined)
+    const logRefusal = (request: string, reply: CoapReply) => {
+      const line = refusalLine(request, reply)
+      if (line !== undefined) warn(line)
+    }
+    /** A datagram dropped, or rejected with a Reset: one line per peer per window at most (`makeLogLimit`). */
+    const logDropped = (from: RemoteInfo, what: string, reason: string) => {
+      const peer = endpointName(from.address, from.port)
+      const held = dropLog.admit(peer, Date.now())
+      if (held !== undefined) warn(printable(withHeld(`coap datagram from ${peer} ${what}: ${reason}`, held)))
+    }
+
+    watchSends(socket, (datagram, port, address) => {
+      const messageId = answeredMessageId(datagram)
+      if (messageId !== undefined) exchanges.answered(exchangeKey(address, port, messageId), datagram)
+    })
 
     const server = createServer({ piggybackReplyMs: PIGGYBACK_REPLY_MS })
     server.on("request", (req: IncomingMessage, res: OutgoingMessage) => {
-      const key = exchangeKey(req.rsinfo.address, req.rsinfo.port, req._packet.messageId, req._packet.token)
-      const echo = echoes.get(key)
-      pending.add(res)
-      const answered = exchanges.reply(key, Date.now(), () =>
-        runPromise(handleCoap(fromIncoming(req))).then((reply) => (echo === undefined ? reply : { ...reply, block1: echo }))).then(
-          (reply) => {
-            if (pending.delete(res)) send(res, reply)
-          },
-          // Interrupted: the server is closing and answers it 5.03.
-          () => undefined
-        )
+      const echo = echoes.get(exchangeKey(req.rsinfo.address, req.rsinfo.port, req._packet.messageId))
+      const request = fromIncoming(req)
+      const described = `${request.method} ${request.path} from ${endpointName(req.rsinfo.address, req.rsinfo.port)}`
+      pending.set(res, described)
+      const answered = runPromise(handleCoap(request)).then(
+        (reply) => {
+          if (!pending.delete(res)) return
+          send(res, echo === undefined ? reply : { ...reply, block1: echo })
+          logRefusal(described, reply)
+        },
+        // Interrupted: the server is closing and answers it 5.03.
+        () => undefined
+      )
       answering.add(answered)
       void answered.finally(() => answering.delete(answered))
     })
     server.on("error", (error: Error) => {
-      runPromise(Effect.logWarning(`coap: ${error.message}`)).catch(() => undefined)
+      warn(`coap: ${error.message}`)
     })
 
     const onMessage = (handle: (datagram: Buffer, from: RemoteInfo) => void) => (datagram: Buffer, from: RemoteInfo) => {
       const verdict = screen(datagram)
-      if (verdict._tag === "drop") return
-      const reply = (answer: Buffer) => void socket.send(answer, from.port, from.address)
-      if (verdict._tag === "answer") return reply(verdict.datagram)
+      if (verdict._tag === "drop") return logDropped(from, "dropped", verdict.reason)
+      const reply = (answer: Uint8Array) => void socket.send(answer, from.port, from.address)
+      if (verdict._tag === "answer") {
+        reply(verdict.datagram)
+        if (verdict.reason !== undefined) logDropped(from, "rejected with a Reset", verdict.reason)
+        return
+      }
       const packet = verdict.packet
+      // An empty ACK or Reset: the package matches it to its separate response.
+      if (packet.code === "0.00") return handle(datagram, from)
+      const now = Date.now()
+      const key = exchangeKey(from.address, from.port, packet.messageId)
+      const copy = exchanges.find(key, now)
+      if (copy !== undefined) {
+        // A copy (RFC 7252 §4.5): what the first got, or nothing while its answer is being worked out.
+        if (copy.answer !== undefined) reply(copy.answer)
+        return
+      }
+      exchanges.open(key, now)
+      /** Answers the request here, without the coap package; a refusal is logged. */
+      const answerHere = (answer: CoapReply) => {
+        reply(replyDatagram(packet, answer))
+        logRefusal(`${describeRequest(packet)} from ${endpointName(from.address, from.port)}`, answer)
+      }
+      if (verdict._tag === "refuse") return answerHere(verdict.reply)
       if (!packet.options.some((o) => TAKEN_HERE.has(String(o.name)))) return handle(datagram, from)
       const options = packet.options.filter((o) => !TAKEN_HERE.has(String(o.name)))
       // Replies are one message, so Block2 NUM 0 (early size negotiation, RFC 7959 §2.4) is
       // dropped and the package never splits a reply; a later block does not exist.
       const block2Option = packet.options.find((o) => o.name === "Block2")
       const block2 = block2Option && parseBlock(block2Option.value)
-      if (block2Option !== undefined && block2 === undefined) return reply(replyDatagram(packet, malformed("Block2")))
-      if (block2 !== undefined && block2.num > 0) return reply(replyDatagram(packet, badBlock2()))
+      if (block2Option !== undefined && block2 === undefined) return answerHere(malformed("Block2"))
+      if (block2 !== undefined && block2.num > 0) return answerHere(badBlock2())
       const block1Option = packet.options.find((o) => o.name === "Block1")
       if (block1Option === undefined) return handle(generate({ ...packet, options }, ANY_LENGTH), from)
       const block = parseBlock(block1Option.value)
-      if (block === undefined) return reply(replyDatagram(packet, malformed("Block1")))
-      const now = Date.now()
-      const key = exchangeKey(from.address, from.port, packet.messageId, packet.token)
-      // The last block again, after the upload was taken in: the package's cache or the exchange cache answers it.
-      if (!block.more && exchanges.has(key, now)) return handle(generate({ ...packet, options, payload: Buffer.alloc(0) }, ANY_LENGTH), from)
+      if (block === undefined) return answerHere(malformed("Block1"))
       const size1 = packet.options.find((o) => o.name === "Size1")
       const assembly = transfers.block(transferKey(from, packet), block, packet.payload, size1 && readUint(size1.value), now)
-      if (assembly._tag === "reply") return reply(replyDatagram(packet, assembly.reply))
+      if (assembly._tag === "reply") return answerHere(assembly.reply)
       // The whole upload as one request with the last block's message ID and token.
       echoes.set(key, blockValue(block))
       handle(generate({ ...packet, options, payload: assembly.payload }, ANY_LENGTH), from)
@@ -204,7 +266,11 @@ export const CoapLive = Layer.effect(
         Effect.gen(function*() {
           socket.removeAllListeners("message")
           yield* Effect.promise(() => Promise.allSettled([...answering])).pipe(Effect.timeoutOption(DRAIN_MS))
-          for (const res of pending) send(res, shuttingDown)
+          for (const [res, described] of pending) {
+            send(res, shuttingDown)
+            const line = refusalLine(described, shuttingDown)
+            if (line !== undefined) yield* Effect.logWarning(line)
+          }
           pending.clear()
           server.close()
         })

@@ -12,6 +12,8 @@ export interface CoapReply {
   readonly size1?: number
   /** The Block1 option acknowledging an upload block (RFC 7959 §2.3): on 2.31 and the final response. */
   readonly block1?: Uint8Array
+  /** Why the request was refused (the error message), for the log; not sent. */
+  readonly reason?: string
 }
 
 /** The REST error body with the CoAP code as status: `{"error": {"status": "4.00", "code", "message", "field"?}}`. */
@@ -20,6 +22,7 @@ export const errorReply = (code: string, name: string, message: string, extra: {
   return {
     code,
     payload: JSON.stringify({ error }),
+    reason: message,
     ...(extra.maxAge === undefined ? {} : { maxAge: extra.maxAge }),
     ...(extra.size1 === undefined ? {} : { size1: extra.size1 })
   }
@@ -59,6 +62,36 @@ export const methodNotAllowed = (method: string, path: string): CoapReply =>
 export const badBlock2 = (): CoapReply =>
   errorReply("4.02", "bad_option", "Block2: the response has no such block; repeat the request without Block2")
 
+/** 4.02 (RFC 7252 §5.4.1): a critical option this server does not understand. */
+export const badOption = (option: number): CoapReply =>
+  errorReply("4.02", "bad_option", `option ${option}: critical, and not understood by this server (RFC 7252 §5.4.1); send the request without it`)
+
+/** 5.05 (RFC 7252 §5.7.2): Proxy-Uri or Proxy-Scheme, but this server is no forward-proxy. */
+export const proxyingNotSupported = (): CoapReply =>
+  errorReply("5.05", "proxying_not_supported", "this server is not a forward-proxy; send the request to it without Proxy-Uri or Proxy-Scheme")
+
 /** 5.00: a defect or a store failure, logged once where it happened. */
 export const internalError = (): CoapReply =>
   errorReply("5.00", "internal", "the server failed to answer this request; it has been logged")
+
+/** Log lines are cut here: a request names its path, up to a datagram of Uri-Path options. */
+const MAX_LINE = 2000
+
+/**
+ * One line, whatever the peer sent: control characters in a path or method (a newline
+ * forging a second log line) are escaped, and the line is bounded.
+ */
+export const printable = (line: string): string => {
+  const escaped = line.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`)
+  return escaped.length > MAX_LINE ? `${escaped.slice(0, MAX_LINE)}…` : escaped
+}
+
+/**
+ * The warning logged once for a refused request (every 4.xx and 5.xx but 5.00, which is
+ * logged as an error where it happens): `coap POST /events from 127.0.0.1:5683 refused 4.01: …`.
+ * `request` names the method, path and peer. undefined when the reply is no refusal.
+ */
+export const refusalLine = (request: string, reply: CoapReply): string | undefined => {
+  const refused = (reply.code.startsWith("4.") || reply.code.startsWith("5.")) && reply.code !== "5.00"
+  return refused ? printable(`coap ${request} refused ${reply.code}: ${reply.reason ?? "no reason given"}`) : undefined
+}
