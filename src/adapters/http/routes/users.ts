@@ -28,6 +28,7 @@ import {
 } from "../../../store/directory.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { readBody } from "../body.ts"
+import { peerAddress } from "../errors.ts"
 import { intParam, listParams, sortParam } from "../params.ts"
 import { type Api, listReply, Reply } from "../route.ts"
 import { spaceSchema } from "../schemas.ts"
@@ -82,18 +83,9 @@ const MANAGEMENT_TOKEN_TTL_S = 3600
 
 const forget = Auth.use((auth) => auth.forget())
 
-/** The connection's address where the runtime exposes it (Node), for per-address sign-in limits. */
-const remoteAddress = (c: Context): string | undefined => {
-  const env: unknown = c.env
-  if (!Predicate.hasProperty(env, "incoming")) return undefined
-  const incoming: unknown = env.incoming
-  if (!Predicate.hasProperty(incoming, "socket")) return undefined
-  const socket: unknown = incoming.socket
-  return Predicate.hasProperty(socket, "remoteAddress") && typeof socket.remoteAddress === "string" ? socket.remoteAddress : undefined
-}
-
+/** What repeated failed sign-ins are counted by: the account, and the address where the runtime exposes it. */
 export const signInKeys = (c: Context, account: string): Array<string> => {
-  const address = remoteAddress(c)
+  const address = peerAddress(c)
   return [`account:${account.toLowerCase()}`, ...(address === undefined ? [] : [`address:${address}`])]
 }
 
