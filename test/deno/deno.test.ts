@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import http from "node:http"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 
@@ -128,5 +129,43 @@ describe("the server on Deno 2", () => {
   it("refuses /v1/whoami without a credential", async () => {
     const res = await fetch(url("/v1/whoami"))
     expect(res.status).toBe(401)
+  })
+
+  it("refuses GET /commands' parameters in a body, which Deno.serve drops, and takes them from the query", async () => {
+    const post = async (path: string, body: unknown) => {
+      const res = await fetch(url(`/v1${path}`), {
+        method: "POST",
+        headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })
+      expect(res.status).toBe(200)
+      return await res.json() as { id: string }
+    }
+    // fetch sends no body with a GET; node:http does.
+    const listWithBody = (body: unknown) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const payload = Buffer.from(JSON.stringify(body))
+        const req = http.request(url("/v1/commands"), {
+          method: "GET",
+          headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json", "content-length": payload.length }
+        }, (res) => {
+          let text = ""
+          res.on("data", (chunk) => (text += chunk))
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }))
+        })
+        req.on("error", reject)
+        req.end(payload)
+      })
+    const space = await post("/spaces", { name: "Deno" })
+    const one = await post("/devices", { name: "One", space: { id: space.id } })
+    const two = await post("/devices", { name: "Two", space: { id: space.id } })
+    await post("/commands", { name: "Open", device: { id: one.id } })
+    await post("/commands", { name: "Close", device: { id: two.id } })
+    // Node reads it (test/e2e/traffic.e2e.test.ts); Deno never hands it over, so it is refused, not ignored.
+    const refused = await listWithBody({ device: { id: two.id } })
+    expect(refused.status).toBe(400)
+    expect(JSON.parse(refused.body).error).toMatchObject({ field: "body", message: expect.stringMatching(/query string/) })
+    const listed = await fetch(url(`/v1/commands?device.id=${two.id}`), { headers: { authorization: `Bearer ${KEY}` } })
+    expect((await listed.json() as { commands: Array<{ name: string }> }).commands.map((c) => c.name)).toEqual(["Close"])
   })
 })
