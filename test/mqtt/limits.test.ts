@@ -206,6 +206,16 @@ describe("MQTT limits in memory", () => {
     await device.endAsync()
   }, 60_000)
 
+  it("keeps what a peer chose (client id, topic) to one log line", async () => {
+    const before = t.logs.length
+    const device = await t.connectInMemory({ username: s.device.key, clientId: "evil\nWARN forged" })
+    await device.publishAsync("devices/x\ny/events/z", "1", { qos: 1 })
+    const lines = linesSince(before, /mqtt publish on/).map((l) => l.message)
+    expect(lines).toEqual([expect.stringContaining("on devices/x\\u000ay/events/z from client evil\\u000aWARN forged from memory refused")])
+    expect(lines[0]).not.toContain("\n")
+    await device.endAsync()
+  })
+
   it(`forgives refusals older than a minute: only ${MAX_REFUSALS} within 60 s disconnect`, async () => {
     vi.useFakeTimers({ toFake: ["Date"] })
     const device = await asDevice()

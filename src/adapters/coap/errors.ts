@@ -1,4 +1,5 @@
 import { type DomainError, notFoundMessage } from "../../domain/errors.ts"
+import { printable } from "../logLine.ts"
 
 /** What the CoAP adapter answers: a response code, a JSON payload and the options that go with the code. */
 export interface CoapReply {
@@ -73,18 +74,6 @@ export const proxyingNotSupported = (): CoapReply =>
 /** 5.00: a defect or a store failure, logged once where it happened. */
 export const internalError = (): CoapReply =>
   errorReply("5.00", "internal", "the server failed to answer this request; it has been logged")
-
-/** Log lines are cut here: a request names its path, up to a datagram of Uri-Path options. */
-const MAX_LINE = 2000
-
-/**
- * One line, whatever the peer sent: control characters in a path or method (a newline
- * forging a second log line) are escaped, and the line is bounded.
- */
-export const printable = (line: string): string => {
-  const escaped = line.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`)
-  return escaped.length > MAX_LINE ? `${escaped.slice(0, MAX_LINE)}…` : escaped
-}
 
 /**
  * The warning logged once for a refused request (every 4.xx and 5.xx but 5.00, which is

@@ -2,6 +2,7 @@ import { Predicate } from "effect"
 import type { Context } from "hono"
 import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { type DomainError, notFoundMessage } from "../../domain/errors.ts"
+import { printable } from "../logLine.ts"
 
 export interface ErrorBody {
   error: { status: number; code: string; message: string; field?: string }
@@ -111,16 +112,4 @@ export const peerAddress = (c: Context): string | undefined => {
   if (!Predicate.hasProperty(incoming, "socket")) return undefined
   const socket: unknown = incoming.socket
   return Predicate.hasProperty(socket, "remoteAddress") && typeof socket.remoteAddress === "string" ? socket.remoteAddress : undefined
-}
-
-/** Longest line logged for one refusal; a path or message beyond it is cut. */
-const MAX_LINE = 2000
-
-/**
- * One line, whatever the client sent: the path is percent-decoded, so control characters
- * (a newline forging a second log line) are escaped, and the line is bounded.
- */
-const printable = (line: string): string => {
-  const escaped = line.replace(/[\u0000-\u001f\u007f-\u009f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, "0")}`)
-  return escaped.length > MAX_LINE ? `${escaped.slice(0, MAX_LINE)}…` : escaped
 }

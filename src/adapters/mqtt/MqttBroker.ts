@@ -1,4 +1,4 @@
-import { Aedes, type AedesOptions, type AuthenticateError, type Client, type PublishPacket, type Subscription } from "aedes"
+import { Aedes, type AedesOptions, type AuthenticateError, type Client, type PublishPacket } from "aedes"
 import { Context, Duration, Effect, Exit, FiberSet, Layer, Option, Schedule } from "effect"
 import type { IncomingMessage } from "node:http"
 import type { Duplex } from "node:stream"
@@ -10,6 +10,7 @@ import { InvalidInput } from "../../domain/errors.ts"
 import { Activity } from "../../ingest/Activity.ts"
 import { Ingest, type IngestError } from "../../ingest/Ingest.ts"
 import { Sql } from "../../store/Sql.ts"
+import { printable } from "../logLine.ts"
 import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_IDENTIFIER_REJECTED, CONNACK_SERVER_UNAVAILABLE, mqttRefusal } from "./errors.ts"
 import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
 import { BoundedMemoryPersistence, MAX_QUEUED_PER_CLIENT } from "./persistence.ts"
@@ -126,9 +127,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       /** Looked up by hooks, wills included (they run while the connection closes). */
       const sessions = new WeakMap<Client, Session>()
       const addresses = new WeakMap<Client, string>()
-      const peer = (client: Client) => `client ${client.id ?? "(connecting)"} from ${addresses.get(client) ?? "memory"}`
+      // The client id is the peer's to choose: kept to one line.
+      const peer = (client: Client) => printable(`client ${client.id ?? "(connecting)"} from ${addresses.get(client) ?? "memory"}`)
       const clientIds = new Map<string, ClientIdHolder>()
-      /** Client ids whose full queue was already logged, until it drains. */
+      /** Client ids whose full queue was already logged, until they connect again. */
       const fullQueues = new Set<string>()
       const persistence = new BoundedMemoryPersistence(MAX_QUEUED_PER_CLIENT, (clientId) => {
         const client = clientIds.get(clientId)?.client
@@ -223,7 +225,9 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           // Not the client's fault: no PUBACK, so it sends the message again.
           return Effect.andThen(
             Effect.logWarning(
-              `mqtt publish on ${packet.topic} from ${peer(client)} not stored (0x${refusal.reasonCode.toString(16)}): ${refusal.message}; closing the connection`
+              printable(
+                `mqtt publish on ${packet.topic} from ${peer(client)} not stored (0x${refusal.reasonCode.toString(16)}): ${refusal.message}; closing the connection`
+              )
             ),
             Effect.sync(() => callback(new AlreadyLogged(refusal.message)))
           )
@@ -235,8 +239,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         const abusive = recent.length >= MAX_REFUSALS
         return Effect.andThen(
           Effect.logWarning(
-            `mqtt publish on ${packet.topic} from ${peer(client)} refused (0x${refusal.reasonCode.toString(16)}): ${refusal.message}` +
-              (abusive ? `; disconnecting after ${recent.length} refusals within ${Duration.format(REFUSAL_WINDOW)}` : "")
+            printable(
+              `mqtt publish on ${packet.topic} from ${peer(client)} refused (0x${refusal.reasonCode.toString(16)}): ${refusal.message}` +
+                (abusive ? `; disconnecting after ${recent.length} refusals within ${Duration.format(REFUSAL_WINDOW)}` : "")
+            )
           ),
           // MQTT 3.1.1 cannot refuse a PUBLISH: acknowledge and drop it, or close [MQTT-3.3.5-2].
           Effect.sync(() => abusive ? callback(new AlreadyLogged(refusal.message)) : accept(packet, callback))
@@ -297,7 +303,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         const deviceId = subscriptionDevice(subscription.topic)
         const refuse = (why: string) =>
           Effect.andThen(
-            Effect.logWarning(`mqtt subscription to ${subscription.topic} from ${peer(client)} refused: ${why}`),
+            Effect.logWarning(printable(`mqtt subscription to ${subscription.topic} from ${peer(client)} refused: ${why}`)),
             // A null subscription is answered 0x80 in the SUBACK [MQTT-3.9.3].
             Effect.sync(() => callback(null, null))
           )
@@ -309,12 +315,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             Effect.matchEffect({
               onSuccess: (allowed) => {
                 if (!allowed) return refuse(`device ${deviceId} is not this credential's`)
-                // QoS 2 was already lowered to 1 as the packet was read (`guardConnection`), so the
-                // SUBACK grants 1; deliveries are published at QoS 1.
-                const granted: Subscription = { ...subscription, qos: subscription.qos === 2 ? 1 : subscription.qos }
+                // Granted as asked: QoS 2 was lowered to 1 as the packet was read (`guardConnection`).
                 return Effect.sync(() => {
                   session.watched.add(deviceId)
-                  callback(null, granted)
+                  callback(null, subscription)
                 })
               },
               onFailure: (e) => refuse(`store failed: ${e.message}`)
