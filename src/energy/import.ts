@@ -1,5 +1,6 @@
 import { Effect } from "effect"
 import { InvalidInput } from "../domain/errors.ts"
+import { MAX_JSON_DEPTH, nestsDeeperThan, screen } from "../ingest/payload.ts"
 import type { SqlClient, SqlError } from "../store/Sql.ts"
 import { type EnergyKind, type ImportRow, parseImportRow } from "./readings.ts"
 import { type Placement, SeriesCache, writeReadings } from "./store.ts"
@@ -17,7 +18,7 @@ export interface ImportOutcome {
 }
 
 const malformed = (field: string, error: unknown) =>
-  new InvalidInput({ field, message: `${field}: malformed JSON (${error instanceof Error ? error.message : "parse error"})` })
+  new InvalidInput({ field, message: `${field}: must be valid JSON (${error instanceof Error ? error.message : "parse error"})` })
 
 /** NDJSON lines in one `JSON.parse` (the fast path); [] when that fails. */
 const parseLines = (lines: ReadonlyArray<string>): Array<unknown> => {
@@ -29,6 +30,8 @@ const parseLines = (lines: ReadonlyArray<string>): Array<unknown> => {
   }
 }
 
+const tooDeep = new InvalidInput({ field: "rows", message: `rows: must be at most ${MAX_JSON_DEPTH - 1} levels deep` })
+
 /**
  * A JSON array, or NDJSON (one JSON object per line; blank lines are skipped), → rows,
  * stopping at the first bad one: its field is named `rows[17].timestamp`.
@@ -38,6 +41,8 @@ export const parseImportBody = (kind: EnergyKind, text: string): Array<ImportRow
   if (trimmed === "") return new InvalidInput({ field: "body", message: "body: no rows; send a JSON array or NDJSON of readings" })
   const tooMany = new InvalidInput({ field: "body", message: `body: at most ${MAX_IMPORT_ROWS} rows per request; split the import` })
   let raws: Array<unknown>
+  // The payload policy: depth before parsing (an array holds the rows, one level more), the rest after.
+  if (nestsDeeperThan(trimmed, trimmed.startsWith("[") ? MAX_JSON_DEPTH : MAX_JSON_DEPTH - 1)) return tooDeep
   if (trimmed.startsWith("[")) {
     let parsed: unknown
     try {
@@ -64,6 +69,8 @@ export const parseImportBody = (kind: EnergyKind, text: string): Array<ImportRow
       return new InvalidInput({ field: "body", message: "body: NDJSON must hold one JSON object per line" })
     }
   }
+  const breach = screen(raws, "rows")
+  if (breach !== undefined) return breach
   const rows = new Array<ImportRow>(raws.length)
   for (let i = 0; i < raws.length; i++) {
     const row = parseImportRow(kind, raws[i], i)

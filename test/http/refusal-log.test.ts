@@ -84,7 +84,7 @@ describe("refusal log", () => {
     const [line, ...rest] = httpLines()
     expect(rest).toEqual([])
     expect(line.level).toBe("Warn")
-    expect(line.message).toMatch(new RegExp(`^http POST /v1/spaces from ${PEER.replace(/\./g, "\\.")} refused 400 invalid_request: body: malformed JSON`))
+    expect(line.message).toMatch(new RegExp(`^http POST /v1/spaces from ${PEER.replace(/\./g, "\\.")} refused 400 invalid_request: body: must be valid JSON`))
     expect(line.message).not.toContain("secret-ish")
   })
 

@@ -4,6 +4,7 @@ import { Auth } from "../../auth/Auth.ts"
 import type { Principal } from "../../auth/Principal.ts"
 import { InvalidInput, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMediaType } from "../../domain/errors.ts"
 import { type EventJson, Ingest, type IngestError } from "../../ingest/Ingest.ts"
+import { parseJson } from "../../ingest/payload.ts"
 import { eventInput, locationInput, MAX_EVENT_DATA_BYTES } from "../../ingest/schemas.ts"
 import { expandDottedKeys } from "../http/body.ts"
 import { firstIssue } from "../http/route.ts"
@@ -78,16 +79,14 @@ const jsonObject = (payload: Uint8Array) =>
     if (payload.byteLength > MAX_COAP_PAYLOAD_BYTES) return yield* new PayloadTooLarge({ limit: MAX_COAP_PAYLOAD_BYTES })
     const text = yield* Effect.try({
       try: () => utf8.decode(payload),
-      catch: () => new InvalidInput({ field: "body", message: "body: is not UTF-8 text" })
+      catch: () => new InvalidInput({ field: "body", message: "body: must be UTF-8 text" })
     })
     if (text.trim() === "") {
       return yield* new InvalidInput({ field: "body", message: "body: is empty; send a JSON object with accessToken" })
     }
-    const value: unknown = yield* Effect.try({
-      try: () => JSON.parse(text),
-      catch: () => new InvalidInput({ field: "body", message: "body: is not valid JSON" })
-    })
-    const body = expandDottedKeys(value)
+    const parsed = parseJson(text, "body")
+    if (parsed instanceof InvalidInput) return yield* parsed
+    const body = expandDottedKeys(parsed.value)
     if (!Predicate.isObject(body)) return yield* new InvalidInput({ field: "body", message: "body: must be a JSON object" })
     return body
   })

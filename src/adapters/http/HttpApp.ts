@@ -1,11 +1,12 @@
 import { OpenAPIHono } from "@hono/zod-openapi"
 import type { Context as HonoContext } from "hono"
 import { Scalar } from "@scalar/hono-api-reference"
-import { Context, Effect, Exit } from "effect"
+import { Cause, Context, Effect, Exit } from "effect"
 import { bodyLimit } from "hono/body-limit"
 import { HTTPException } from "hono/http-exception"
 import { methodNotAllowed } from "hono/method-not-allowed"
 import { Sql } from "../../store/Sql.ts"
+import { printable } from "../logLine.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
 import { Api, type HttpServices } from "./route.ts"
 import { accountRoutes } from "./routes/accounts.ts"
@@ -119,7 +120,7 @@ export const makeHttpApp = Effect.gen(function*() {
     if (err instanceof HTTPException) {
       return sendStatus(c, err.status === 413 ? 413 : 400, err.status === 413 ? "payload_too_large" : "invalid_request", err.message)
     }
-    console.error(`${c.req.method} ${c.req.path} failed:`, err)
+    Effect.runSyncWith(context)(Effect.logError(printable(`http ${c.req.method} ${c.req.path} failed`), Cause.die(err)))
     return sendStatus(c, 500, "internal", "the server failed to answer this request; it has been logged")
   })
   return app

@@ -2,25 +2,23 @@ import { Effect, Predicate } from "effect"
 import type { Context } from "hono"
 import { Readable } from "node:stream"
 import { InvalidInput, PayloadTooLarge, UnsupportedMediaType } from "../../domain/errors.ts"
+import { parseJson, screen } from "../../ingest/payload.ts"
 
 /** Bodies beyond this are refused with 413 before they are parsed. */
 export const JSON_BODY_LIMIT = 1024 * 1024
 
-/** Names that would reach an object's prototype when used as a key path. */
-const UNSAFE_KEYS = new Set(["__proto__", "constructor", "prototype"])
-
 /**
  * `{"device.id": "x"}` → `{device: {id: "x"}}` (API-DECISIONS "Wire format": dotted keys
  * are accepted exactly like nested objects). Nested objects given both ways are merged.
- * A key with a part named `__proto__`, `constructor` or `prototype` is dropped: no field of
- * ours has such a name, and walking into it would write onto `Object.prototype`.
+ * Takes values that passed the payload policy (`screen`), which refuses keys with a part
+ * named `__proto__`, `constructor` or `prototype`: walking into one would write onto
+ * `Object.prototype`.
  */
 export const expandDottedKeys = (value: unknown): unknown => {
   if (!Predicate.isObject(value) || Array.isArray(value) || value instanceof Blob) return value
   const out: Record<string, unknown> = {}
   for (const [key, inner] of Object.entries(value)) {
     const parts = key.split(".")
-    if (parts.some((part) => UNSAFE_KEYS.has(part))) continue
     let target = out
     for (const part of parts.slice(0, -1)) {
       const next = target[part]
@@ -79,6 +77,12 @@ const bodyText = (c: Context, limit: number) => {
   })
 }
 
+/** Form fields under the payload policy, dotted keys expanded. */
+const screened = (fields: Record<string, unknown>) => {
+  const breach = screen(fields, "body")
+  return breach === undefined ? Effect.succeed(expandDottedKeys(fields)) : Effect.fail(breach)
+}
+
 /**
  * Reads a request body as JSON, form-encoded or multipart (file parts stay `File`s) and
  * expands dotted keys. An empty body is `{}`.
@@ -97,20 +101,18 @@ export const readBody = (c: Context, limit: number = JSON_BODY_LIMIT) =>
       form.forEach((value, key) => {
         fields[key] = value
       })
-      return expandDottedKeys(fields)
+      return yield* screened(fields)
     }
     const text = yield* bodyText(c, limit)
     if (Buffer.byteLength(text) > limit) return yield* new PayloadTooLarge({ limit })
     if (text.trim() === "") return {}
     if (type === "application/json" || type.endsWith("+json") || type === "") {
       if (type === "") return yield* new UnsupportedMediaType({ contentType: "(none)" })
-      return yield* Effect.try({
-        try: () => expandDottedKeys(JSON.parse(text)),
-        catch: (e) => new InvalidInput({ field: "body", message: `body: malformed JSON (${e instanceof Error ? e.message : "parse error"})` })
-      })
+      const parsed = parseJson(text, "body")
+      return parsed instanceof InvalidInput ? yield* parsed : expandDottedKeys(parsed.value)
     }
     if (type === "application/x-www-form-urlencoded") {
-      return expandDottedKeys(Object.fromEntries(new URLSearchParams(text)))
+      return yield* screened(Object.fromEntries(new URLSearchParams(text)))
     }
     return yield* new UnsupportedMediaType({ contentType: type })
   })

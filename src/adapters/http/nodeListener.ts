@@ -1,24 +1,82 @@
 import { serve } from "@hono/node-server"
 import { Effect, Layer } from "effect"
 import type { AddressInfo } from "node:net"
+import type { Duplex } from "node:stream"
+import { printable } from "../logLine.ts"
+import { errorBody } from "./errors.ts"
 import { HttpListener, listenFailure } from "./HttpListener.ts"
+
+/** A request line longer than this that Node's parser gave up on is a long URL (414), not long headers (431). */
+const REQUEST_LINE_LIMIT = 8 * 1024
+
+/** How long a refused connection is read on (so its peer sees the answer rather than a reset) before it is dropped. */
+const LINGER_MS = 1_000
+
+interface ParserError extends Error {
+  readonly code?: string
+  readonly rawPacket?: Buffer
+}
+
+/**
+ * What Node's parser refuses before any handler sees the request (a request line or headers
+ * beyond `maxHeaderSize`, malformed HTTP, a request too slow to arrive), as a JSON error like
+ * every other: by default Node would answer without a body, or reset a peer still sending.
+ */
+const parserRefusal = (error: ParserError): { status: number; reason: string; code: string; message: string } | undefined => {
+  switch (error.code) {
+    case "HPE_HEADER_OVERFLOW": {
+      const lineEnd = error.rawPacket?.indexOf("\r\n") ?? -1
+      return lineEnd === -1 || lineEnd > REQUEST_LINE_LIMIT
+        ? { status: 414, reason: "URI Too Long", code: "uri_too_long", message: "the URL is too long" }
+        : { status: 431, reason: "Request Header Fields Too Large", code: "headers_too_large", message: "the request headers are too large" }
+    }
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return { status: 408, reason: "Request Timeout", code: "request_timeout", message: "the request did not arrive in time" }
+    case "ECONNRESET":
+    case "EPIPE":
+      return undefined
+    default:
+      return { status: 400, reason: "Bad Request", code: "invalid_request", message: "malformed HTTP request" }
+  }
+}
+
+const answered = new WeakSet<Duplex>()
 
 /** `HttpListener` on Node's http module through `@hono/node-server`. */
 export const NodeHttpListener = Layer.succeed(HttpListener, {
   serve: (fetch, options) =>
-    Effect.acquireRelease(
-      Effect.callback<{ server: ReturnType<typeof serve>; port: number }, ReturnType<typeof listenFailure>>((resume) => {
-        const server = serve({ fetch, port: options.port, hostname: options.host }, (info: AddressInfo) => {
-          server.off("error", onError)
-          resume(Effect.succeed({ server, port: info.port }))
-        })
-        const onError = (err: unknown) => resume(Effect.fail(listenFailure(options, err)))
-        server.once("error", onError)
-      }),
-      ({ server }) =>
-        Effect.callback<void>((resume) => {
-          if ("closeAllConnections" in server) server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-    ).pipe(Effect.map(({ port }) => ({ port })))
+    Effect.gen(function*() {
+      const context = yield* Effect.context<never>()
+      const log = (line: string) => Effect.runForkWith(context)(Effect.logWarning(printable(line)))
+      const onClientError = (error: ParserError, socket: Duplex) => {
+        const refusal = parserRefusal(error)
+        if (refusal === undefined || answered.has(socket) || !socket.writable) return void socket.destroy()
+        answered.add(socket)
+        const address = "remoteAddress" in socket ? String(socket.remoteAddress) : "unknown"
+        log(`http request from ${address} refused ${refusal.status} ${refusal.code}: ${refusal.message}`)
+        const body = JSON.stringify(errorBody(refusal.status, refusal.code, refusal.message))
+        socket.end(
+          `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\ncontent-type: application/json\r\n` +
+            `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+        )
+        socket.resume()
+        setTimeout(() => socket.destroy(), LINGER_MS).unref()
+      }
+      return yield* Effect.acquireRelease(
+        Effect.callback<{ server: ReturnType<typeof serve>; port: number }, ReturnType<typeof listenFailure>>((resume) => {
+          const server = serve({ fetch, port: options.port, hostname: options.host }, (info: AddressInfo) => {
+            server.off("error", onError)
+            resume(Effect.succeed({ server, port: info.port }))
+          })
+          const onError = (err: unknown) => resume(Effect.fail(listenFailure(options, err)))
+          server.once("error", onError)
+          server.on("clientError", onClientError)
+        }),
+        ({ server }) =>
+          Effect.callback<void>((resume) => {
+            if ("closeAllConnections" in server) server.closeAllConnections()
+            server.close(() => resume(Effect.void))
+          })
+      )
+    }).pipe(Effect.map(({ port }) => ({ port })))
 })

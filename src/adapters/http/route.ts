@@ -11,6 +11,8 @@ import type { SignInGuard } from "../../auth/SignInGuard.ts"
 import type { Supervisor } from "../../supervisor/Supervisor.ts"
 import type { Spaces } from "../../supervisor/Spaces.ts"
 import type { DeviceReads } from "../../store/DeviceReads.ts"
+import { screen } from "../../ingest/payload.ts"
+import { printable } from "../logLine.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
@@ -93,6 +95,12 @@ export const validate = <S extends z.ZodType>(schema: S | undefined, value: unkn
   return result.success ? Effect.succeed(result.data) : Effect.fail(firstIssue(result.error, prefix))
 }
 
+/** Path and query parameters under the payload policy (`screen`): no NUL, no lone surrogate, no reserved key. */
+const policy = <T>(value: T, root: string): Effect.Effect<T, InvalidInput> => {
+  const breach = screen(value, root)
+  return breach === undefined ? Effect.succeed(value) : Effect.fail(breach)
+}
+
 const toOpenApiPath = (path: string) => `/v1${path.replace(/:([A-Za-z0-9_]+)/g, "{$1}")}`
 
 const errorSchema = z.object({
@@ -130,8 +138,8 @@ export class Api {
             return yield* new Forbidden({ message: forbiddenMessage(principal, spec.access) })
           }
         }
-        const params = yield* validate(spec.params, c.req.param(), undefined)
-        const query = yield* validate(spec.query, c.req.query(), "query")
+        const params = yield* validate(spec.params, yield* policy(c.req.param(), "path"), undefined)
+        const query = yield* validate(spec.query, yield* policy(c.req.query(), "query"), "query")
         const body = needsBody ? yield* validate(spec.body, yield* readBody(c, spec.bodyLimit), undefined) : undefined
         return yield* spec.handler({
           principal: principal as Input<unknown, unknown, unknown, A>["principal"],
@@ -152,7 +160,7 @@ export class Api {
       }
       const failure = exit.cause.reasons.find(Cause.isFailReason)
       if (failure !== undefined && failure.error._tag !== "SqlError") return sendError(c, failure.error)
-      console.error(`${c.req.method} ${c.req.path} failed: ${Cause.pretty(exit.cause)}`)
+      await run(Effect.logError(printable(`http ${c.req.method} ${c.req.path} failed`), exit.cause))
       return sendStatus(c, 500, "internal", "the server failed to answer this request; it has been logged")
     })
 

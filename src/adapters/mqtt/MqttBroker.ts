@@ -1,5 +1,5 @@
 import { Aedes, type AedesOptions, type AuthenticateError, type Client, type PublishPacket } from "aedes"
-import { Context, Duration, Effect, Exit, FiberSet, Layer, Option, Schedule } from "effect"
+import { Cause, Context, Duration, Effect, Exit, FiberSet, Layer, Option, Schedule } from "effect"
 import type { IncomingMessage } from "node:http"
 import type { Duplex } from "node:stream"
 import { Auth } from "../../auth/Auth.ts"
@@ -14,6 +14,7 @@ import { printable } from "../logLine.ts"
 import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_IDENTIFIER_REJECTED, CONNACK_SERVER_UNAVAILABLE, mqttRefusal } from "./errors.ts"
 import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
 import { BoundedMemoryPersistence, MAX_QUEUED_PER_CLIENT } from "./persistence.ts"
+import { stringRule } from "../../ingest/payload.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
 
 export interface MqttBrokerService {
@@ -150,6 +151,19 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       const live = new Map<Client, Session>()
       const owners = new Map<string, string>()
 
+      /**
+       * A defect while serving one connection (a bug of ours, whatever the input) is logged with
+       * its cause and closes that connection; it never reaches aedes, whose hooks would throw it
+       * out of the process.
+       */
+      const defect = (client: Client, what: string, cause: Cause.Cause<unknown>, close: () => void) =>
+        Effect.andThen(
+          Cause.hasInterruptsOnly(cause)
+            ? Effect.void
+            : Effect.logError(printable(`mqtt ${what} from ${peer(client)} failed; closing the connection`), cause),
+          Effect.sync(close)
+        )
+
       const authenticate: NonNullable<AedesOptions["authenticate"]> = (client, username, _password, done) =>
         // A CONNECT that closed its connection as it was read (`guardConnection`) was logged there.
         client.conn.destroyed ? done(authError(CONNACK_BAD_USERNAME_OR_PASSWORD, "connection closed"), false) : run(
@@ -203,7 +217,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
                     )
                   )
                 )
-            })
+            }),
+            Effect.catchCause((cause) =>
+              defect(client, "connect", cause, () => done(authError(CONNACK_SERVER_UNAVAILABLE, "server unavailable"), false))
+            )
           )
         )
 
@@ -255,23 +272,35 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         // topic closed the connection (`guardConnection`, already logged) is not acted on.
         if (client === null || session === undefined) return callback(new AlreadyLogged("no session"))
         if (isDropped(packet)) return callback(new AlreadyLogged("closed"))
-        const request = decode(packet.topic, packet.payload)
-        // The common case without a fiber; TCP holds the sender back (aedes reads a connection
-        // on only once its publishes are answered), so the writer lets it wait in line.
-        if (
-          !(request instanceof InvalidInput) && request.kind === "event" &&
-          ingest.submitEvent(
-            { principal: session.principal, protocol: "mqtt", device: request.device, payload: request.input },
-            (exit) =>
-              Exit.isSuccess(exit)
-                ? accept(packet, callback)
-                : run(Effect.catch(exit, refuse(client, session, packet, callback))),
-            true
-          )
-        ) return
-        run(ingestSlowly(session, client, request).pipe(Effect.matchEffect({
+        const closeUnacknowledged = () => callback(new AlreadyLogged("defect"))
+        const what = `publish on ${packet.topic}`
+        let request: IngestRequest | InvalidInput
+        try {
+          request = decode(packet.topic, packet.payload)
+          // The common case without a fiber; TCP holds the sender back (aedes reads a connection
+          // on only once its publishes are answered), so the writer lets it wait in line.
+          if (
+            !(request instanceof InvalidInput) && request.kind === "event" &&
+            ingest.submitEvent(
+              { principal: session.principal, protocol: "mqtt", device: request.device, payload: request.input },
+              (exit) =>
+                Exit.isSuccess(exit)
+                  ? accept(packet, callback)
+                  : run(Effect.catch(exit, refuse(client, session, packet, callback))),
+              true
+            )
+          ) return
+        } catch (error) {
+          return run(defect(client, what, Cause.die(error), closeUnacknowledged))
+        }
+        run(ingestSlowly(session, client, request).pipe(Effect.matchCauseEffect({
           onSuccess: () => Effect.sync(() => accept(packet, callback)),
-          onFailure: refuse(client, session, packet, callback)
+          onFailure: (cause) => {
+            const failure = cause.reasons.find(Cause.isFailReason)
+            return failure !== undefined
+              ? refuse(client, session, packet, callback)(failure.error)
+              : defect(client, what, cause, closeUnacknowledged)
+          }
         })))
       }
 
@@ -309,6 +338,8 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           )
         if (isDropped(subscription)) return callback(null, null)
         if (session === undefined) return run(refuse("no session"))
+        const topicRule = stringRule(subscription.topic)
+        if (topicRule !== undefined) return run(refuse(`the topic ${topicRule}`))
         if (deviceId === undefined) return run(refuse("not a device's events, locations or command runs"))
         run(
           mayWatch(session.principal, deviceId).pipe(
@@ -322,7 +353,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
                 })
               },
               onFailure: (e) => refuse(`store failed: ${e.message}`)
-            })
+            }),
+            Effect.catchCause((cause) =>
+              defect(client, `subscription to ${subscription.topic}`, cause, () => callback(new AlreadyLogged("defect"), null))
+            )
           )
         )
       }

@@ -4,6 +4,7 @@ import type { Principal } from "../../auth/Principal.ts"
 import { parsePublishTopic } from "../../bus/topics.ts"
 import { InvalidInput } from "../../domain/errors.ts"
 import type { IngestError, IngestService } from "../../ingest/Ingest.ts"
+import { parseJson, stringRule } from "../../ingest/payload.ts"
 import { commandRunInput, type DeviceRef, eventInput, locationInput } from "../../ingest/schemas.ts"
 
 /**
@@ -15,19 +16,6 @@ export type IngestRequest =
   | { readonly kind: "location"; readonly device: DeviceRef | undefined; readonly input: z.output<typeof locationInput> }
   | { readonly kind: "command"; readonly device: DeviceRef | undefined; readonly input: z.output<typeof commandRunInput> }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true })
-
-const notJson = new InvalidInput({ field: "payload", message: "payload: must be JSON (UTF-8)" })
-
-const NOT_PARSED: unique symbol = Symbol("not JSON")
-
-const parseJson = (payload: Uint8Array | string): unknown => {
-  try {
-    return JSON.parse(typeof payload === "string" ? payload : utf8.decode(payload)) as unknown
-  } catch {
-    return NOT_PARSED
-  }
-}
 
 /**
  * `{"data", "timestamp"?}` on a device's event topic (`{"data"?}` on a command topic);
@@ -64,12 +52,15 @@ const plainEvent = (deviceId: string, name: string, fields: Record<string, unkno
 
 /** What a publish asks for, or why it cannot be taken: an unknown topic or a payload that breaks a rule. */
 export const decode = (topic: string, payload: Uint8Array | string): IngestRequest | InvalidInput => {
+  const topicRule = stringRule(topic)
+  if (topicRule !== undefined) return new InvalidInput({ field: "topic", message: `topic: ${topicRule}` })
   const target = parsePublishTopic(topic)
   if (target === undefined) {
     return new InvalidInput({ field: "topic", message: `topic: ${topic} is not a topic devices publish to` })
   }
-  const value = parseJson(payload)
-  if (value === NOT_PARSED) return notJson
+  const parsed = parseJson(payload, "payload")
+  if (parsed instanceof InvalidInput) return parsed
+  const value = parsed.value
   switch (target.kind) {
     case "event": {
       if (target.deviceId === undefined) {

@@ -3,6 +3,7 @@ import { Effect, Predicate } from "effect"
 import type { Principal } from "../../../auth/Principal.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge } from "../../../domain/errors.ts"
 import { Ingest } from "../../../ingest/Ingest.ts"
+import { parseJsonOrText } from "../../../ingest/payload.ts"
 import { commandRunInput, deviceRefSchema, eventInput, locationInput, MAX_EVENT_FILE_BYTES, slugify } from "../../../ingest/schemas.ts"
 import { deleteRow, getOne, insertRow, listOf, type Table, updateRow } from "../../../store/crud.ts"
 import { Sql } from "../../../store/Sql.ts"
@@ -101,14 +102,14 @@ const ownedByCaller = <T extends { device: { id: string } }>(principal: Principa
     ? Effect.fail(new Forbidden({ message: `a device key may only read its own device's ${resource}s` }))
     : Effect.succeed(value)
 
-/** Form fields arrive as text: `data` that parses as JSON is taken as that JSON. */
-const formData = (value: unknown): unknown => {
-  if (typeof value !== "string") return value
-  try {
-    return JSON.parse(value)
-  } catch {
-    return value
-  }
+/**
+ * Form fields arrive as text: `data` that parses as JSON is taken as that JSON, under the
+ * payload policy like any other JSON; other text stays text.
+ */
+const formData = (value: unknown): Effect.Effect<unknown, InvalidInput> => {
+  if (typeof value !== "string") return Effect.succeed(value)
+  const parsed = parseJsonOrText(value, "data")
+  return parsed instanceof InvalidInput ? Effect.fail(parsed) : Effect.succeed(parsed.value)
 }
 
 const isJson = (contentType: string | undefined) => /json/i.test(contentType ?? "")
@@ -140,7 +141,7 @@ export const trafficRoutes = (api: Api): void => {
             bytes: new Uint8Array(yield* Effect.promise(() => part.arrayBuffer()))
           }
         }
-        const data = isJson(c.req.header("content-type")) ? body.data : formData(body.data)
+        const data = isJson(c.req.header("content-type")) ? body.data : yield* formData(body.data)
         return yield* Ingest.use((ingest) =>
           ingest.event({ principal, protocol: "http", device: body.device, payload: { ...body, data, file } })
         )
@@ -271,14 +272,10 @@ export const trafficRoutes = (api: Api): void => {
     body: commandRunInput,
     response: commandRunSchema,
     handler: ({ principal, body, c }) =>
-      Ingest.use((ingest) =>
-        ingest.runCommand({
-          principal,
-          protocol: "http",
-          device: body.device,
-          payload: isJson(c.req.header("content-type")) ? body : { ...body, data: formData(body.data) }
-        })
-      ).pipe(
+      Effect.gen(function*() {
+        const data = isJson(c.req.header("content-type")) ? body.data : yield* formData(body.data)
+        return yield* Ingest.use((ingest) => ingest.runCommand({ principal, protocol: "http", device: body.device, payload: { ...body, data } }))
+      }).pipe(
         Effect.map((run) => ({ id: run.id, running: true, slug: run.slug, data: run.data, device: run.device, command: run.command, timestamp: run.timestamp }))
       )
   })

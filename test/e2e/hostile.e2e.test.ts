@@ -1,0 +1,98 @@
+import mqtt from "mqtt"
+import mqttPacket from "mqtt-packet"
+import { mkdtemp, rm } from "node:fs/promises"
+import { connect } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { createRestClient } from "../../src/client/index.ts"
+import { BOOTSTRAP_KEY } from "../support/app.ts"
+import { startServerProcess, type ServerProcess } from "../support/process.ts"
+
+/** The publish that ended the process (issue 15, failure 1): ~4,500 levels of arrays, ~9 KB. */
+const CRASHER = `${"[".repeat(4_500)}${"]".repeat(4_500)}`
+
+/** Bytes a raw TCP exchange received until the server closed it or `ms` passed. */
+const exchange = (port: number, bytes: Buffer | string, ms = 3_000): Promise<Buffer> =>
+  new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1", () => socket.write(bytes))
+    const chunks: Array<Buffer> = []
+    const timer = setTimeout(() => socket.destroy(), ms)
+    socket.on("data", (chunk) => chunks.push(chunk))
+    socket.on("error", (error: NodeJS.ErrnoException) => error.code === "ECONNRESET" ? undefined : reject(error))
+    socket.on("close", () => {
+      clearTimeout(timer)
+      resolve(Buffer.concat(chunks))
+    })
+  })
+
+describe("a running server under hostile input", () => {
+  let server: ServerProcess
+  let dir: string
+  let device: { id: string; secretKey: string }
+  const health = async () => (await fetch(`http://127.0.0.1:${server.port}/health`)).status
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "voltaic-hostile-"))
+    server = await startServerProcess({ DATA_DIR: dir, BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY })
+    const rest = createRestClient({ baseUrl: `http://127.0.0.1:${server.port}/v1`, key: BOOTSTRAP_KEY })
+    const space = await rest.spaces.create({ name: "Hostile" })
+    const created = await rest.devices.create({ name: "Target", space: { id: space.id } })
+    device = { id: created.id, secretKey: created.secretKey }
+  }, 90_000)
+  afterAll(async () => {
+    await server?.stop()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it("survives the deep publish re-sent on every reconnect, as a stock client does, and answers /health throughout", async () => {
+    // What mqtt.js does with an unacknowledged QoS 1 message: reconnect (persistent session) and send it again, DUP set.
+    for (let round = 0; round < 5; round++) {
+      const bytes = Buffer.concat([
+        mqttPacket.generate({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clean: false, clientId: "crash-loop", keepalive: 30, username: device.secretKey, password: Buffer.from(" ") }),
+        mqttPacket.generate({ cmd: "publish", topic: `devices/${device.id}/events/deep`, payload: CRASHER, qos: 1, messageId: 7, dup: round > 0, retain: false }),
+        mqttPacket.generate({ cmd: "publish", topic: `devices/${device.id}/commands/reboot`, payload: CRASHER, qos: 1, messageId: 8, dup: round > 0, retain: false })
+      ])
+      const answer = await exchange(server.mqttPort, bytes, 1_500)
+      const parser = mqttPacket.parser({ protocolVersion: 4 })
+      const received: Array<string> = []
+      parser.on("packet", (packet) => received.push(packet.cmd === "puback" ? `puback ${packet.messageId}` : packet.cmd))
+      parser.parse(answer)
+      // Refused as the client's fault: acknowledged and dropped, the command topic included (it hung before).
+      expect(received).toEqual(["connack", "puback 7", "puback 8"])
+      expect(await health()).toBe(200)
+    }
+    expect(server.child.exitCode).toBeNull()
+  })
+
+  it("survives it over WebSocket too, and still stores a good publish afterwards", async () => {
+    for (let round = 0; round < 3; round++) {
+      const client = await mqtt.connectAsync(`ws://127.0.0.1:${server.mqttWsPort}`, { username: device.secretKey, password: " ", reconnectPeriod: 0, protocolVersion: 4 })
+      await client.publishAsync(`devices/${device.id}/events/deep`, CRASHER, { qos: 1 })
+      await client.endAsync()
+      expect(await health()).toBe(200)
+    }
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${server.mqttPort}`, { username: device.secretKey, password: " ", reconnectPeriod: 0 })
+    await client.publishAsync(`devices/${device.id}/events/fine`, JSON.stringify({ data: 21.5 }), { qos: 1 })
+    await client.endAsync()
+    const res = await fetch(`http://127.0.0.1:${server.port}/v1/events?device.id=${device.id}`, { headers: { authorization: `Bearer ${BOOTSTRAP_KEY}` } })
+    const body = await res.json() as { events: Array<{ name: string; data: unknown }> }
+    expect(body.events.map((e) => [e.name, e.data])).toEqual([["fine", 21.5]])
+    expect(server.output()).not.toMatch(/Maximum call stack|RangeError/)
+    expect(server.output()).toMatch(/must be at most 64 levels deep/)
+    expect(server.child.exitCode).toBeNull()
+  })
+
+  it("answers an 80 KB URL with 414 and oversized headers with 431, as JSON, instead of a reset", async () => {
+    const longUrl = await exchange(server.port, `GET /v1/devices?name=${"a".repeat(80_000)} HTTP/1.1\r\nHost: x\r\n\r\n`)
+    const [head414, body414] = longUrl.toString().split("\r\n\r\n")
+    expect(head414).toMatch(/^HTTP\/1\.1 414 /)
+    expect(head414).toMatch(/content-type: application\/json/i)
+    expect(JSON.parse(body414)).toEqual({ error: { status: 414, code: "uri_too_long", message: "the URL is too long" } })
+    const headers = Array.from({ length: 1_000 }, (_, i) => `x-filler-${i}: ${"b".repeat(40)}\r\n`).join("")
+    const bigHeaders = await exchange(server.port, `GET /health HTTP/1.1\r\nHost: x\r\n${headers}\r\n`)
+    expect(bigHeaders.toString()).toMatch(/^HTTP\/1\.1 431 /)
+    expect(JSON.parse(bigHeaders.toString().split("\r\n\r\n")[1]).error.code).toBe("headers_too_large")
+    expect(await health()).toBe(200)
+  })
+})
