@@ -121,6 +121,7 @@ export const ruleOf = (issue: RawIssue): string => {
     case "invalid_format":
       return invalidFormat(issue)
     case "invalid_value":
+      if (issue.input === undefined) return "is required"
       return issue.values.length === 1 ? `must be ${listed(issue.values)}` : `must be one of ${listed(issue.values)}`
     case "not_multiple_of":
       return `must be a multiple of ${issue.divisor}`
