@@ -110,6 +110,10 @@ const invalidUnion = (issue: Extract<RawIssue, { code: "invalid_union" }>): stri
   return "must match one of the accepted forms"
 }
 
+/** `; a key must be at least 2 characters`: the rule a record's key or a map's element broke. */
+const because = (subject: string, issues: ReadonlyArray<z.core.$ZodIssue>): string =>
+  issues.length === 0 ? "" : `; ${subject} ${issues[0].message}`
+
 /** The rule an issue breaks, in our wording. */
 export const ruleOf = (issue: RawIssue): string => {
   switch (issue.code) {
@@ -130,9 +134,9 @@ export const ruleOf = (issue: RawIssue): string => {
     case "invalid_union":
       return invalidUnion(issue)
     case "invalid_key":
-      return "has a key that is not accepted"
+      return `is not an accepted key${because("a key", issue.issues)}`
     case "invalid_element":
-      return "has an element that is not accepted"
+      return `is not an accepted element${because("an element", issue.issues)}`
     case "custom":
       return "is not accepted"
   }
