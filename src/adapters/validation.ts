@@ -115,7 +115,7 @@ const because = (subject: string, issues: ReadonlyArray<z.core.$ZodIssue>): stri
   issues.length === 0 ? "" : `; ${subject} ${issues[0].message}`
 
 /** The rule an issue breaks, in our wording. */
-export const ruleOf = (issue: RawIssue): string => {
+const ruleOf = (issue: RawIssue): string => {
   switch (issue.code) {
     case "invalid_type":
       return invalidType(issue)
@@ -160,7 +160,7 @@ type Issue = z.core.$ZodIssue
  */
 const rank = (issues: ReadonlyArray<Issue>): [number, number, number] => {
   const refused = issues.some((issue) => issue.path.length === 0 && (issue.code === "invalid_type" || issue.code === "invalid_value"))
-  const missing = issues.filter((issue) => issue.code === "invalid_type" && issue.message === "is required").length
+  const missing = issues.filter((issue) => issue.message === "is required").length
   return [refused ? 1 : 0, missing, issues.length]
 }
 
