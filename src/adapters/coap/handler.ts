@@ -7,7 +7,7 @@ import { type EventJson, Ingest, type IngestError } from "../../ingest/Ingest.ts
 import { parseJson } from "../../ingest/payload.ts"
 import { eventInput, locationInput, MAX_EVENT_DATA_BYTES } from "../../ingest/schemas.ts"
 import { expandDottedKeys } from "../http/body.ts"
-import { firstIssue } from "../http/route.ts"
+import { parseInput } from "../validation.ts"
 import { coapError, type CoapReply, internalError, methodNotAllowed } from "./errors.ts"
 
 /**
@@ -42,8 +42,8 @@ type Body = { readonly [key: PropertyKey]: unknown }
 type Route = (principal: Principal, body: Body) => Effect.Effect<CoapReply, InvalidInput | IngestError, Ingest>
 
 const validate = <S extends z.ZodType>(schema: S, value: unknown): Effect.Effect<z.output<S>, InvalidInput> => {
-  const result = schema.safeParse(value)
-  return result.success ? Effect.succeed(result.data) : Effect.fail(firstIssue(result.error, undefined))
+  const result = parseInput(schema, value, "body")
+  return result instanceof InvalidInput ? Effect.fail(result) : Effect.succeed(result)
 }
 
 const created = (json: unknown): CoapReply => ({ code: "2.01", payload: JSON.stringify(json) })

@@ -13,6 +13,7 @@ import type { Spaces } from "../../supervisor/Spaces.ts"
 import type { DeviceReads } from "../../store/DeviceReads.ts"
 import { screen } from "../../ingest/payload.ts"
 import { printable } from "../logLine.ts"
+import { parseInput } from "../validation.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
@@ -79,20 +80,11 @@ export const credentialOf = (c: Context): string | undefined => {
   return appKey !== undefined && appKey !== "" ? appKey : undefined
 }
 
-/** The first zod issue as `InvalidInput` naming the field (`name: is required`). */
-export const firstIssue = (error: z.ZodError, prefix: string | undefined): InvalidInput => {
-  const issue = error.issues[0]
-  const path = issue.path.map(String).join(".")
-  const field = prefix === undefined ? path || "body" : path === "" ? prefix : path
-  const required = issue.code === "invalid_type" && /received undefined/.test(issue.message)
-  const message = required ? "is required" : issue.message
-  return new InvalidInput({ field, message: `${field}: ${message}` })
-}
-
-export const validate = <S extends z.ZodType>(schema: S | undefined, value: unknown, prefix: string | undefined) => {
+/** `schema` applied to a request part; an issue about the whole part names `root`. */
+export const validate = <S extends z.ZodType>(schema: S | undefined, value: unknown, root: string) => {
   if (schema === undefined) return Effect.succeed(undefined as z.output<S>)
-  const result = schema.safeParse(value)
-  return result.success ? Effect.succeed(result.data) : Effect.fail(firstIssue(result.error, prefix))
+  const result = parseInput(schema, value, root)
+  return result instanceof InvalidInput ? Effect.fail(result) : Effect.succeed(result)
 }
 
 /** Path and query parameters under the payload policy (`screen`): no NUL, no lone surrogate, no reserved key. */
@@ -138,9 +130,9 @@ export class Api {
             return yield* new Forbidden({ message: forbiddenMessage(principal, spec.access) })
           }
         }
-        const params = yield* validate(spec.params, yield* policy(c.req.param(), "path"), undefined)
+        const params = yield* validate(spec.params, yield* policy(c.req.param(), "path"), "path")
         const query = yield* validate(spec.query, yield* policy(c.req.query(), "query"), "query")
-        const body = needsBody ? yield* validate(spec.body, yield* readBody(c, spec.bodyLimit), undefined) : undefined
+        const body = needsBody ? yield* validate(spec.body, yield* readBody(c, spec.bodyLimit), "body") : undefined
         return yield* spec.handler({
           principal: principal as Input<unknown, unknown, unknown, A>["principal"],
           params: params as z.output<P>,

@@ -6,6 +6,7 @@ import { InvalidInput } from "../../domain/errors.ts"
 import type { IngestError, IngestService } from "../../ingest/Ingest.ts"
 import { parseJson, stringRule } from "../../ingest/payload.ts"
 import { commandRunInput, type DeviceRef, eventInput, locationInput } from "../../ingest/schemas.ts"
+import { parseInput } from "../validation.ts"
 
 /**
  * A device or application publish as the ingest service takes it: the topic names the kind
@@ -25,14 +26,7 @@ const wrapped = (value: unknown, keys: ReadonlyArray<string>): value is Record<s
   typeof value === "object" && value !== null && !Array.isArray(value) && Object.hasOwn(value, "data") &&
   Object.keys(value).every((key) => keys.includes(key))
 
-const validate = <S extends z.ZodType>(schema: S, value: unknown): z.output<S> | InvalidInput => {
-  const result = schema.safeParse(value)
-  if (result.success) return result.data
-  const issue = result.error.issues[0]
-  const field = issue.path.map(String).join(".") || "payload"
-  const required = issue.code === "invalid_type" && /received undefined/.test(issue.message)
-  return new InvalidInput({ field, message: `${field}: ${required ? "is required" : issue.message}` })
-}
+const validate = <S extends z.ZodType>(schema: S, value: unknown): z.output<S> | InvalidInput => parseInput(schema, value, "payload")
 
 /** The latest instant `eventInput` takes as epoch milliseconds. */
 const MAX_INSTANT = 8_640_000_000_000_000
