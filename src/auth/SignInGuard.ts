@@ -54,8 +54,11 @@ export interface SignInGuardService {
    * when the account is locked out from this address.
    */
   admit(attempt: SignInAttempt): Effect.Effect<void, RateLimited | SqlError>
-  /** The credential was right: the failures of this account from this address are forgotten. */
-  succeeded(attempt: SignInAttempt): Effect.Effect<void, SqlError>
+  /**
+   * The credential was right: the failures of this account from this address are forgotten.
+   * A store failure here is logged, not raised: the sign-in itself has succeeded.
+   */
+  succeeded(attempt: SignInAttempt): Effect.Effect<void>
 }
 
 /** Delay before checking an attempt that follows `failures` failures, beyond `free` of them. */
@@ -110,7 +113,10 @@ export const makeSignInGuard = Effect.fnUntraced(function*(options: SignInGuardO
         }
         if (decision.delayMs > 0) yield* Effect.sleep(decision.delayMs)
       }),
-    succeeded: (attempt) => clearAttempt(sql, storedAccount(attempt.account), storedAddress(attempt.address))
+    succeeded: (attempt) =>
+      clearAttempt(sql, storedAccount(attempt.account), storedAddress(attempt.address)).pipe(
+        Effect.catchCause((cause) => Effect.logWarning("sign-in failures not cleared after a sign-in", cause))
+      )
   }
   // Rows whose window ended no longer count; deleting them keeps the table at one window's worth.
   const period = Duration.millis(Math.min(options.windowMs, 60_000))

@@ -177,6 +177,20 @@ describe.each(STORE_KINDS)("the sign-in throttle on %s", (kind) => {
     // A client's failures are not a user's.
     expect((await signIn(h.app, ADMIN_EMAIL, ADMIN_PASSWORD, X)).status).toBe(200)
   })
+
+  it("answers a client id with NUL or a malformed escape in HTTP Basic as a client error, not a 500", async () => {
+    const basic = (credentials: string) =>
+      h.app.request("/v1/oauth/token", {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Basic ${Buffer.from(credentials).toString("base64")}` },
+        body: JSON.stringify({ grant_type: "client_credentials" })
+      }, { incoming: { socket: { remoteAddress: X } } })
+    const nul = await basic("a%00b:secret")
+    expect(nul.status).toBe(400)
+    expect(await nul.json()).toEqual({ error: "invalid_request", error_description: "client_id and client_secret must not contain NUL" })
+    expect((await basic("a\u0000b:secret")).status).toBe(400)
+    expect((await basic("bad%E0%A4%A:secret")).status).toBe(401)
+  })
 })
 
 describe("two app instances on one Postgres database", () => {

@@ -86,6 +86,18 @@ const forget = Auth.use((auth) => auth.forget())
 /** A sign-in attempt on `account` (`user:…` or `client:…`) from this request's peer address. */
 export const signInAttempt = (c: Context, account: string): SignInAttempt => ({ account, address: peerAddress(c) })
 
+/**
+ * RFC 6749 §2.3.1: HTTP Basic credentials are percent-encoded first. A malformed escape is kept
+ * as it is (no client has such an id, so it is an unknown client, not a server error).
+ */
+const formDecoded = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
+}
+
 /** RFC 6749 §5.2 error bodies: OAuth client libraries read `error` as a string. */
 const oauthError = (c: Context, status: 400 | 401 | 429, error: string, description: string, headers: Record<string, string> = {}) =>
   c.json({ error, error_description: description }, status, { "Cache-Control": "no-store", ...headers })
@@ -176,8 +188,8 @@ export const userRoutes = (api: Api): void => {
           const decoded = Buffer.from(basic[1], "base64").toString("utf8")
           const colon = decoded.indexOf(":")
           if (colon > 0) {
-            clientId = decodeURIComponent(decoded.slice(0, colon))
-            clientSecret = decodeURIComponent(decoded.slice(colon + 1))
+            clientId = formDecoded(decoded.slice(0, colon))
+            clientSecret = formDecoded(decoded.slice(colon + 1))
           }
         }
         if (body.grant_type !== "client_credentials") {
@@ -185,6 +197,10 @@ export const userRoutes = (api: Api): void => {
         }
         if (clientId === undefined || clientSecret === undefined) {
           return oauthError(c, 400, "invalid_request", "client_id and client_secret are required (body or HTTP Basic)")
+        }
+        // No client id or secret holds NUL, and Postgres text cannot: refused before the store sees it.
+        if (clientId.includes("\u0000") || clientSecret.includes("\u0000")) {
+          return oauthError(c, 400, "invalid_request", "client_id and client_secret must not contain NUL")
         }
         const guard = yield* SignInGuard
         const attempt = signInAttempt(c, `client:${clientId}`)
