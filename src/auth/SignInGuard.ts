@@ -18,6 +18,9 @@ import { Sql, type SqlError } from "../store/Sql.ts"
  * - Nothing counts an address across accounts: failures against one account (existing or not)
  *   never slow or refuse another account, whichever address they come from.
  *
+ * So guessing from many addresses at once gets `maxFailures` guesses per address per window,
+ * each slowed: bounded, not stopped, since stopping it would let anyone lock the owner out.
+ *
  * An attempt is counted before its credential is checked, in one statement, and taken back
  * when it succeeds: concurrent guesses, on one process or several, cannot all pass the check
  * before the first of them is counted. Where the runtime gives no peer address (app.request in

@@ -90,7 +90,7 @@ export const signInAttempt = (c: Context, account: string): SignInAttempt => ({ 
  * RFC 6749 §2.3.1: HTTP Basic credentials are percent-encoded first. A malformed escape is kept
  * as it is (no client has such an id, so it is an unknown client, not a server error).
  */
-const formDecoded = (text: string): string => {
+const percentDecoded = (text: string): string => {
   try {
     return decodeURIComponent(text)
   } catch {
@@ -188,8 +188,8 @@ export const userRoutes = (api: Api): void => {
           const decoded = Buffer.from(basic[1], "base64").toString("utf8")
           const colon = decoded.indexOf(":")
           if (colon > 0) {
-            clientId = formDecoded(decoded.slice(0, colon))
-            clientSecret = formDecoded(decoded.slice(colon + 1))
+            clientId = percentDecoded(decoded.slice(0, colon))
+            clientSecret = percentDecoded(decoded.slice(colon + 1))
           }
         }
         if (body.grant_type !== "client_credentials") {
