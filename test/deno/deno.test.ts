@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 const DENO = fileURLToPath(new URL("../../node_modules/.bin/deno", import.meta.url))
 const KEY = "a_sk_deno_smoke_key_0123456789"
+const ADMIN_EMAIL = "owner@example.com"
+const ADMIN_PASSWORD = "correct horse battery"
 
 /** A cold Deno start (module analysis, PGlite's WASM) takes seconds; this bounds a server that never comes up. */
 const STARTUP_LIMIT_MS = 90_000
@@ -27,6 +29,11 @@ const env = {
   HOST: "127.0.0.1",
   DATABASE_URL: "memory://",
   BOOTSTRAP_APP_KEY: KEY,
+  ADMIN_EMAIL,
+  ADMIN_PASSWORD,
+  // Two failures lock an account out from an address, at once: the sign-in test stays short.
+  SIGN_IN_MAX_FAILURES: "2",
+  SIGN_IN_DELAY_STEP_MS: "0",
   LOG_LEVEL: "info"
 }
 
@@ -129,6 +136,31 @@ describe("the server on Deno 2", () => {
   it("refuses /v1/whoami without a credential", async () => {
     const res = await fetch(url("/v1/whoami"))
     expect(res.status).toBe(401)
+  })
+
+  it("throttles sign-ins per address: another loopback address still gets in during a lockout", async () => {
+    // node:http, which can choose the source address; all of 127.0.0.0/8 is loopback on Linux.
+    const signIn = (password: string, localAddress: string) =>
+      new Promise<{ status: number; retryAfter: string | undefined }>((resolve, reject) => {
+        const payload = Buffer.from(JSON.stringify({ username: ADMIN_EMAIL, password }))
+        const req = http.request(url("/v1/auth/token"), {
+          method: "POST",
+          localAddress,
+          headers: { "x-app-key": KEY, "content-type": "application/json", "content-length": payload.length }
+        }, (res) => {
+          res.resume()
+          const retryAfter = res.headers["retry-after"]
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, retryAfter: typeof retryAfter === "string" ? retryAfter : undefined }))
+        })
+        req.on("error", reject)
+        req.end(payload)
+      })
+    expect((await signIn("guess", "127.0.0.1")).status).toBe(401)
+    expect((await signIn("guess", "127.0.0.1")).status).toBe(401)
+    const locked = await signIn(ADMIN_PASSWORD, "127.0.0.1")
+    expect(locked.status).toBe(429)
+    expect(Number(locked.retryAfter)).toBeGreaterThan(0)
+    expect((await signIn(ADMIN_PASSWORD, "127.0.0.2")).status).toBe(200)
   })
 
   it("refuses GET /commands' parameters in a body, which Deno.serve drops, and takes them from the query", async () => {

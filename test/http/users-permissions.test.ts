@@ -124,32 +124,3 @@ describe("user-management permission matrix", () => {
     }
   }
 })
-
-describe("failed sign-ins", () => {
-  let t: TestApp
-  beforeAll(async () => {
-    t = await startAppOn("pglite")
-  })
-  afterAll(() => t.close())
-
-  it("are slowed and then refused with 429 and Retry-After, without touching other accounts", async () => {
-    const attempt = (password: string, username = ADMIN_EMAIL) =>
-      t.call("POST", "/auth/token", { headers: { "x-app-key": BOOTSTRAP_KEY }, body: { username, password } })
-    const statuses: Array<number> = []
-    const durations: Array<number> = []
-    for (let i = 0; i < 10; i++) {
-      const started = Date.now()
-      statuses.push((await attempt(`wrong ${i}`)).status)
-      durations.push(Date.now() - started)
-    }
-    expect(statuses.every((s) => s === 401)).toBe(true)
-    // The first attempts answer at once; later ones wait at least a step each.
-    expect(durations.slice(5).every((d) => d >= 250)).toBe(true)
-    const locked = await attempt(ADMIN_PASSWORD)
-    expect(locked.status).toBe(429)
-    expect(Number(locked.headers.get("retry-after"))).toBeGreaterThan(0)
-    expect(locked.body.error.code).toBe("rate_limited")
-    // Another account is not locked by this one's failures (no remote address without a socket).
-    expect((await attempt("nope", "someone@example.com")).status).toBe(401)
-  })
-})

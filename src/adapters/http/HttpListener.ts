@@ -17,7 +17,7 @@ export interface ListenOptions {
  * Serves a fetch handler on a port: the one runtime-specific piece of HTTP, provided by
  * the entry file (`@hono/node-server` on Node, `Deno.serve` on Deno). Closed with the scope.
  * Node passes its request objects as `env` (`{incoming, outgoing}`), which the body reader
- * uses for a GET body the fetch `Request` cannot carry.
+ * uses for a GET body the fetch `Request` cannot carry; Deno passes `{remoteAddress}`.
  */
 export class HttpListener extends Context.Service<HttpListener, {
   serve(

@@ -104,9 +104,13 @@ const refusalOfBody = async (res: Response): Promise<{ code: string; message: st
   return { code: typeof code === "string" ? code : "refused", message: typeof message === "string" ? message : "" }
 }
 
-/** The connection's address where the runtime exposes it: `@hono/node-server` hands over the Node request as `c.env.incoming`. */
+/**
+ * The connection's address where the runtime exposes it: `@hono/node-server` hands over the Node
+ * request as `c.env.incoming`; the Deno listener passes `c.env.remoteAddress`.
+ */
 export const peerAddress = (c: Context): string | undefined => {
   const env: unknown = c.env
+  if (Predicate.hasProperty(env, "remoteAddress") && typeof env.remoteAddress === "string") return env.remoteAddress
   if (!Predicate.hasProperty(env, "incoming")) return undefined
   const incoming: unknown = env.incoming
   if (!Predicate.hasProperty(incoming, "socket")) return undefined

@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import { Auth } from "../../../auth/Auth.ts"
 import { SignInGuard } from "../../../auth/SignInGuard.ts"
-import { signInKeys } from "./users.ts"
+import { signInAttempt } from "./users.ts"
 import { InvalidInput, Unauthorized } from "../../../domain/errors.ts"
 import {
   deleteApiKey,
@@ -176,14 +176,14 @@ export const accountRoutes = (api: Api): void => {
         if (body.username === undefined) return yield* new InvalidInput({ field: "username", message: "username: is required" })
         if (body.password === undefined) return yield* new InvalidInput({ field: "password", message: "password: is required" })
         const guard = yield* SignInGuard
-        const keys = signInKeys(c, body.username)
-        yield* guard.admit(keys)
+        const attempt = signInAttempt(c, `user:${body.username}`)
+        yield* guard.admit(attempt)
         const token = yield* signIn(sql, app.organisationId, {
           username: body.username,
           password: body.password,
           scope: body.scope ?? "user"
-        }).pipe(Effect.tapError((e) => (e._tag === "Unauthorized" ? guard.failed(keys) : Effect.void)))
-        yield* guard.succeeded(keys)
+        })
+        yield* guard.succeeded(attempt)
         return new Reply(token, 200, DEPRECATED)
       })
   })

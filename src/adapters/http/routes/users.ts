@@ -4,7 +4,7 @@ import { randomBytes } from "node:crypto"
 import type { Context } from "hono"
 import { Auth } from "../../../auth/Auth.ts"
 import { constantTimeEqual, hashSecret } from "../../../auth/secrets.ts"
-import { SignInGuard } from "../../../auth/SignInGuard.ts"
+import { type SignInAttempt, SignInGuard } from "../../../auth/SignInGuard.ts"
 import { NotFound } from "../../../domain/errors.ts"
 import { newId, newSecret } from "../../../domain/ids.ts"
 import { type SpaceJson, spaceQuery } from "../../../store/spaces.ts"
@@ -83,10 +83,19 @@ const MANAGEMENT_TOKEN_TTL_S = 3600
 
 const forget = Auth.use((auth) => auth.forget())
 
-/** What repeated failed sign-ins are counted by: the account, and the address where the runtime exposes it. */
-export const signInKeys = (c: Context, account: string): Array<string> => {
-  const address = peerAddress(c)
-  return [`account:${account.toLowerCase()}`, ...(address === undefined ? [] : [`address:${address}`])]
+/** A sign-in attempt on `account` (`user:…` or `client:…`) from this request's peer address. */
+export const signInAttempt = (c: Context, account: string): SignInAttempt => ({ account, address: peerAddress(c) })
+
+/**
+ * RFC 6749 §2.3.1: HTTP Basic credentials are percent-encoded first. A malformed escape is kept
+ * as it is (no client has such an id, so it is an unknown client, not a server error).
+ */
+const percentDecoded = (text: string): string => {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
 }
 
 /** RFC 6749 §5.2 error bodies: OAuth client libraries read `error` as a string. */
@@ -179,8 +188,8 @@ export const userRoutes = (api: Api): void => {
           const decoded = Buffer.from(basic[1], "base64").toString("utf8")
           const colon = decoded.indexOf(":")
           if (colon > 0) {
-            clientId = decodeURIComponent(decoded.slice(0, colon))
-            clientSecret = decodeURIComponent(decoded.slice(colon + 1))
+            clientId = percentDecoded(decoded.slice(0, colon))
+            clientSecret = percentDecoded(decoded.slice(colon + 1))
           }
         }
         if (body.grant_type !== "client_credentials") {
@@ -189,11 +198,20 @@ export const userRoutes = (api: Api): void => {
         if (clientId === undefined || clientSecret === undefined) {
           return oauthError(c, 400, "invalid_request", "client_id and client_secret are required (body or HTTP Basic)")
         }
+        // No client id or secret holds NUL, and Postgres text cannot: refused before the store sees it.
+        if (clientId.includes("\u0000") || clientSecret.includes("\u0000")) {
+          return oauthError(c, 400, "invalid_request", "client_id and client_secret must not contain NUL")
+        }
         const guard = yield* SignInGuard
-        const keys = signInKeys(c, `client:${clientId}`)
-        const admitted = yield* Effect.exit(guard.admit(keys))
-        if (admitted._tag === "Failure") {
-          return oauthError(c, 429, "slow_down", "too many failed attempts; try again later", { "Retry-After": "60" })
+        const attempt = signInAttempt(c, `client:${clientId}`)
+        const refused = yield* guard.admit(attempt).pipe(
+          Effect.as(undefined),
+          Effect.catchTag("RateLimited", (e) => Effect.succeed(e))
+        )
+        if (refused !== undefined) {
+          return oauthError(c, 429, "slow_down", "too many failed attempts for this client from this address; try again later", {
+            "Retry-After": String(refused.retryAfterSeconds)
+          })
         }
         const sql = yield* Sql
         const [client] = yield* sql.query<{ id: string; organisation_id: string; secret_hash: string }>(
@@ -201,10 +219,9 @@ export const userRoutes = (api: Api): void => {
           [clientId]
         )
         if (client === undefined || !constantTimeEqual(client.secret_hash, hashSecret(clientSecret))) {
-          yield* guard.failed(keys)
           return oauthError(c, 401, "invalid_client", "unknown client or wrong secret", { "WWW-Authenticate": "Basic" })
         }
-        yield* guard.succeeded(keys)
+        yield* guard.succeeded(attempt)
         const now = Date.now()
         const token = newSecret("m_at")
         yield* sql.query(
