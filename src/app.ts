@@ -74,8 +74,8 @@ const LogLevelLive = Layer.unwrap(
 export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
 
-/** The migrated, bootstrapped store and the auth service: what every adapter needs. */
-export const CoreLive = Layer.mergeAll(
+/** The migrated, bootstrapped store and the auth service on the given bus: what every adapter needs. */
+export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
   Auth.layer,
   SetupLive,
   Ingest.layer,
@@ -87,10 +87,13 @@ export const CoreLive = Layer.mergeAll(
     Layer.provideMerge(Supervisor.layer.pipe(Layer.provide(SetupLive)))
   )
 ).pipe(
-  Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer, Activity.layer)),
+  Layer.provideMerge(Layer.mergeAll(Writer.layer, bus, Activity.layer)),
   Layer.provideMerge(StoreLive),
   Layer.provideMerge(LogLevelLive)
 )
+
+/** The core on the bus the configuration names. */
+export const CoreLive = coreOn(Bus.layer)
 
 /** Everything but the runtime-specific listener, which the entry file provides. */
 export const AppLive = Layer.mergeAll(HttpLive, MqttLive, CoapLive).pipe(Layer.provide(CoreLive))
