@@ -76,7 +76,8 @@ export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 
 /** The migrated, bootstrapped store and the auth service on the given bus: what every adapter needs. */
 export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
-  Auth.layer,
+  // After the migrations: it reads the credential-change counter from the start.
+  Auth.layer.pipe(Layer.provide(SetupLive)),
   SetupLive,
   Ingest.layer,
   SignInGuard.layer,
