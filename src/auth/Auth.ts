@@ -43,10 +43,16 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
       const config = yield* AppConfig
       const cache = new Map<string, { principal: Principal; until: number }>()
       const listeners = new Set<Effect.Effect<void, SqlError>>()
+      /** How many credential changes this process has applied. */
+      let changes = 0
+      const changed = () => {
+        changes += 1
+        cache.clear()
+      }
       const watch = yield* watchCredentials({
         every: config.credentialCheckInterval,
         apply: Effect.suspend(() => {
-          cache.clear()
+          changed()
           return Effect.forEach(listeners, (listener) => listener, { discard: true })
         })
       })
@@ -121,8 +127,16 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         const now = Date.now()
         const hit = cache.get(secret)
         if (hit !== undefined && hit.until > now) return Effect.succeed(hit.principal)
-        return lookup(kind, hashSecret(secret)).pipe(
+        return resolve(secret, kind, hashSecret(secret), now)
+      }
+
+      const resolve = (secret: string, kind: string, hash: string, now: number): Effect.Effect<Principal, Unauthorized | SqlError> => {
+        const seen = changes
+        return lookup(kind, hash).pipe(
           Effect.flatMap((found) => {
+            // A change was applied while it was looked up: the answer may predate it, and the
+            // sessions re-checked by that change may not include this one yet.
+            if (changes !== seen) return resolve(secret, kind, hash, now)
             if (found === undefined) return Effect.fail(unknown)
             const { expiresAt, ...principal } = found
             if (cache.size >= CACHE_MAX) cache.clear()
@@ -135,7 +149,7 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
       return Auth.of({
         authenticate,
         // Cleared before answering: the request that revoked must already see it revoked.
-        forget: () => Effect.andThen(Effect.sync(() => cache.clear()), watch.changedHere),
+        forget: () => Effect.andThen(Effect.sync(changed), watch.changedHere),
         onCredentialsChanged: (listener) =>
           Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener))).pipe(
             Effect.asVoid

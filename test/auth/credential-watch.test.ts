@@ -1,6 +1,8 @@
-import { Context, type Duration, Effect, Exit, Layer, Logger, Redacted, Scope } from "effect"
+import { ConfigProvider, Context, type Duration, Effect, Exit, Layer, Logger, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Auth } from "../../src/auth/Auth.ts"
 import { type CredentialWatch, watchCredentials } from "../../src/auth/CredentialWatch.ts"
+import { hashSecret } from "../../src/auth/secrets.ts"
 import { Bus, type BusService } from "../../src/bus/Bus.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient, SqlError } from "../../src/store/Sql.ts"
@@ -185,5 +187,55 @@ describe("watching the counter", () => {
     } finally {
       storeDown = false
     }
+  })
+})
+
+describe("a credential looked up while a change is applied", () => {
+  let scope: Scope.Closeable
+  beforeAll(async () => {
+    scope = await Effect.runPromise(Scope.make())
+  })
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+  it("is looked up again, so an answer read before the change is neither used nor cached", async () => {
+    const context = await Effect.runPromise(Layer.buildWithScope(Layer.mergeAll(Sql.layer({ _tag: "pglite", dataDir: undefined }), Bus.memory), scope))
+    const sql = Context.get(context, Sql)
+    await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
+    await Effect.runPromise(setUp(sql))
+    const key = "a_sk_looked_up_during_a_change_0123456789"
+    await Effect.runPromise(sql.query(
+      "INSERT INTO api_keys (id, organisation_id, secret_hash, secret_hint, created_at, updated_at) VALUES ('key_r', 'org_c', $1, 'r', 1, 1)",
+      [hashSecret(key)]
+    ))
+    // The key's first lookup is answered by the store, then held until the key is deleted.
+    let hold: (() => void) | undefined
+    const held = new Promise<void>((resolve) => {
+      hold = resolve
+    })
+    let lookups = 0
+    const slow: SqlClient = {
+      ...sql,
+      query: <T>(text: string, params?: ReadonlyArray<unknown>) =>
+        text.includes("FROM api_keys k")
+          ? Effect.tap(sql.query<T>(text, params), () => (++lookups === 1 ? Effect.promise(() => held) : Effect.void))
+          : sql.query<T>(text, params)
+    }
+    const auth = Context.get(
+      await Effect.runPromise(Layer.buildWithScope(
+        Auth.layer.pipe(
+          Layer.provide(Layer.mergeAll(Layer.succeed(Sql, slow), Layer.succeed(Bus, Context.get(context, Bus)))),
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ CREDENTIAL_CHECK_INTERVAL: "1 hour" })))
+        ),
+        scope
+      )),
+      Auth
+    )
+    const answer = Effect.runPromise(Effect.flip(auth.authenticate(key)))
+    await until(() => lookups === 1, "the first lookup")
+    await Effect.runPromise(sql.query("DELETE FROM api_keys WHERE id = 'key_r'"))
+    await Effect.runPromise(auth.forget())
+    hold?.()
+    expect((await answer)._tag).toBe("Unauthorized")
+    expect(lookups).toBeGreaterThan(1)
   })
 })
