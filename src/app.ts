@@ -74,9 +74,10 @@ const LogLevelLive = Layer.unwrap(
 export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
 
-/** The migrated, bootstrapped store and the auth service: what every adapter needs. */
-export const CoreLive = Layer.mergeAll(
-  Auth.layer,
+/** The migrated, bootstrapped store and the auth service on the given bus: what every adapter needs. */
+export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
+  // After the migrations: it reads the credential-change counter from the start.
+  Auth.layer.pipe(Layer.provide(SetupLive)),
   SetupLive,
   Ingest.layer,
   SignInGuard.layer,
@@ -87,10 +88,13 @@ export const CoreLive = Layer.mergeAll(
     Layer.provideMerge(Supervisor.layer.pipe(Layer.provide(SetupLive)))
   )
 ).pipe(
-  Layer.provideMerge(Layer.mergeAll(Writer.layer, Bus.layer, Activity.layer)),
+  Layer.provideMerge(Layer.mergeAll(Writer.layer, bus, Activity.layer)),
   Layer.provideMerge(StoreLive),
   Layer.provideMerge(LogLevelLive)
 )
+
+/** The core on the bus the configuration names. */
+export const CoreLive = coreOn(Bus.layer)
 
 /** Everything but the runtime-specific listener, which the entry file provides. */
 export const AppLive = Layer.mergeAll(HttpLive, MqttLive, CoapLive).pipe(Layer.provide(CoreLive))

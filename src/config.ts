@@ -1,4 +1,4 @@
-import { Config, ConfigProvider, Effect, Option, Redacted } from "effect"
+import { Config, ConfigProvider, Duration, Effect, Option, Redacted } from "effect"
 
 /** A TCP/UDP port; 0 asks the OS for a free one (tests and benchmarks). */
 const port = (name: string, fallback: number) =>
@@ -34,7 +34,18 @@ export const AppConfig = Config.all({
   ),
   adminEmail: Config.String("ADMIN_EMAIL").pipe(Config.option),
   adminPassword: Config.Redacted("ADMIN_PASSWORD").pipe(Config.option),
-  logLevel: Config.Literals(LogLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as LogLevelName))
+  logLevel: Config.Literals(LogLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as LogLevelName)),
+  /** How often each process reads the store's credential-change counter (`CredentialWatch`). */
+  credentialCheckInterval: Config.Duration("CREDENTIAL_CHECK_INTERVAL").pipe(
+    Config.mapEffect((every) =>
+      Duration.isGreaterThanOrEqualTo(every, Duration.millis(10))
+        ? Effect.succeed(every)
+        : Effect.fail(
+          new Config.ConfigError(new ConfigProvider.SourceError({ message: "CREDENTIAL_CHECK_INTERVAL: must be at least 10 millis" }))
+        )
+    ),
+    Config.withDefault(Duration.seconds(1))
+  )
 })
 
 export type AppConfig = Config.Success<typeof AppConfig>

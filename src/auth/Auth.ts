@@ -1,14 +1,16 @@
 import { Context, Effect, Layer, type Scope } from "effect"
-import { Bus } from "../bus/Bus.ts"
+import { AppConfig } from "../config.ts"
 import { Unauthorized } from "../domain/errors.ts"
 import { secretKind } from "../domain/ids.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
+import { watchCredentials } from "./CredentialWatch.ts"
 import type { Principal } from "./Principal.ts"
 import { hashSecret } from "./secrets.ts"
 
 /**
- * How long a resolved credential is trusted without asking the store again. Revocation
- * and rotation call `forget`, so this only bounds what another process may still accept.
+ * How long a resolved credential is trusted without asking the store again. A change to
+ * credentials empties the cache of every process (`CredentialWatch`), so this only bounds
+ * what a process may still accept while the store does not answer its change check.
  */
 const CACHE_TTL_MS = 5_000
 const CACHE_MAX = 50_000
@@ -17,12 +19,17 @@ export interface AuthService {
   /** The only place a credential is read: bearer, `access_token`, `x-app-key`, MQTT username, CoAP `accessToken`. */
   authenticate(secret: string | undefined): Effect.Effect<Principal, Unauthorized | SqlError>
   /**
-   * A credential was revoked, rotated or deleted: every process drops its cached credentials
-   * and tells its `onCredentialsChanged` listeners (live MQTT sessions re-check theirs).
+   * A credential was revoked, rotated or deleted (call it once the change committed): this
+   * process drops its cached credentials and runs its `onCredentialsChanged` listeners at once,
+   * and the others do as soon as they see the change (bus notice, or the store's change counter).
    */
   forget(): Effect.Effect<void>
-  /** Called in every process after any `forget`, until the scope closes. */
-  onCredentialsChanged(listener: () => void): Effect.Effect<void, never, Scope.Scope>
+  /**
+   * Run in every process after any change to credentials in the store, until the scope closes
+   * (live MQTT sessions re-check theirs). A failure (the store did not answer) runs it again
+   * at the next check.
+   */
+  onCredentialsChanged(listener: Effect.Effect<void, SqlError>): Effect.Effect<void, never, Scope.Scope>
 }
 
 const missing = new Unauthorized({ message: "not authenticated: send Authorization: Bearer <key>" })
@@ -33,13 +40,21 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
     Auth,
     Effect.gen(function*() {
       const sql = yield* Sql
-      const bus = yield* Bus
+      const config = yield* AppConfig
       const cache = new Map<string, { principal: Principal; until: number }>()
-      const listeners = new Set<() => void>()
-      yield* bus.onControl((message) => {
-        if (message.type !== "credentials.changed") return
+      const listeners = new Set<Effect.Effect<void, SqlError>>()
+      /** How many credential changes this process has applied. */
+      let changes = 0
+      const changed = () => {
+        changes += 1
         cache.clear()
-        for (const listener of listeners) listener()
+      }
+      const watch = yield* watchCredentials({
+        every: config.credentialCheckInterval,
+        apply: Effect.suspend(() => {
+          changed()
+          return Effect.forEach(listeners, (listener) => listener, { discard: true })
+        })
       })
 
       /** A principal, and for expiring tokens when they expire (the cache must not outlive it). */
@@ -112,8 +127,16 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         const now = Date.now()
         const hit = cache.get(secret)
         if (hit !== undefined && hit.until > now) return Effect.succeed(hit.principal)
-        return lookup(kind, hashSecret(secret)).pipe(
+        return resolve(secret, kind, hashSecret(secret), now)
+      }
+
+      const resolve = (secret: string, kind: string, hash: string, now: number): Effect.Effect<Principal, Unauthorized | SqlError> => {
+        const seen = changes
+        return lookup(kind, hash).pipe(
           Effect.flatMap((found) => {
+            // A change was applied while it was looked up: the answer may predate it, and the
+            // sessions re-checked by that change may not include this one yet.
+            if (changes !== seen) return resolve(secret, kind, hash, now)
             if (found === undefined) return Effect.fail(unknown)
             const { expiresAt, ...principal } = found
             if (cache.size >= CACHE_MAX) cache.clear()
@@ -125,8 +148,8 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
 
       return Auth.of({
         authenticate,
-        // Clear here at once (this request's answer must already hold), then tell every process.
-        forget: () => Effect.andThen(Effect.sync(() => cache.clear()), bus.control({ type: "credentials.changed" })),
+        // Cleared before answering: the request that revoked must already see it revoked.
+        forget: () => Effect.andThen(Effect.sync(changed), watch.changedHere),
         onCredentialsChanged: (listener) =>
           Effect.acquireRelease(Effect.sync(() => listeners.add(listener)), () => Effect.sync(() => listeners.delete(listener))).pipe(
             Effect.asVoid

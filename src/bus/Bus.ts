@@ -74,6 +74,18 @@ export class Bus extends Context.Service<Bus, BusService>()("voltaic/bus/Bus") {
     })
   })
 
+  /**
+   * The in-memory bus, except that every control message is lost on the way: what core NATS
+   * may do to any of them (tests of what must not depend on one arriving).
+   */
+  static readonly losingControl = Layer.effect(
+    Bus,
+    Effect.gen(function*() {
+      const bus = yield* Bus
+      return Bus.of({ ...bus, control: () => Effect.void })
+    })
+  ).pipe(Layer.provide(Bus.memory))
+
   /** NATS when `NATS_URL` is set, else in memory. */
   static readonly layer = Layer.unwrap(
     Effect.map(AppConfig, (config) =>

@@ -5,7 +5,8 @@ import { Duplex } from "node:stream"
 import { makeHttpApp } from "../../src/adapters/http/HttpApp.ts"
 import { MqttBroker, type MqttBrokerService } from "../../src/adapters/mqtt/MqttBroker.ts"
 import { MqttLive, MqttServer, type MqttServerService } from "../../src/adapters/mqtt/MqttServer.ts"
-import { CoreLive } from "../../src/app.ts"
+import { coreOn } from "../../src/app.ts"
+import { Bus } from "../../src/bus/Bus.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, type TestResponse } from "./app.ts"
 import { createPostgresDatabase, type StoreKind, type TestDatabase } from "./databases.ts"
 
@@ -56,17 +57,19 @@ export const duplexPair = (): [Duplex, Duplex] => {
 
 /**
  * The core layers plus the MQTT broker (and, with `listen`, its TCP and WebSocket listeners on
- * port 0) on a fresh store of the given kind.
+ * port 0) on a fresh store of the given kind, or on `database` (a Postgres URL another app
+ * made, left in place at `close`), with the bus of the configuration or `bus`.
  */
 export const startMqttApp = async (
-  kind: StoreKind,
-  options: { listen?: boolean; env?: Record<string, string> } = {}
+  kind: StoreKind | { readonly database: string },
+  options: { listen?: boolean; env?: Record<string, string>; bus?: Layer.Layer<Bus> } = {}
 ): Promise<MqttTestApp> => {
   let db: TestDatabase | undefined
   if (kind === "postgres") db = await createPostgresDatabase()
+  const databaseUrl = typeof kind === "object" ? kind.database : db?.url ?? "memory://"
   const scope = await Effect.runPromise(Scope.make())
   const provider = ConfigProvider.fromEnvRecord({
-    DATABASE_URL: db?.url ?? "memory://",
+    DATABASE_URL: databaseUrl,
     BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
     ADMIN_EMAIL,
     ADMIN_PASSWORD,
@@ -85,7 +88,7 @@ export const startMqttApp = async (
     ? MqttLive
     : MqttBroker.layer
   const layer = adapter.pipe(
-    Layer.provideMerge(CoreLive),
+    Layer.provideMerge(coreOn(options.bus ?? Bus.layer)),
     Layer.provide(Logger.layer([capture])),
     Layer.provide(ConfigProvider.layer(provider))
   )

@@ -447,13 +447,14 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
                           client.close()
                         })
                       ), { discard: true })
-                    : Effect.logWarning(`mqtt sessions not re-checked after a credential change: ${e.message}`)
+                    // Not re-checked: `Auth` runs this again at its next check of the store.
+                    : Effect.fail(e)
               })
             ),
           { concurrency: 8, discard: true }
         )
       })
-      yield* auth.onCredentialsChanged(() => run(recheck))
+      yield* auth.onCredentialsChanged(recheck)
 
       return MqttBroker.of({
         handle: (connection, request) => {
