@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type OutgoingMessage } from "coap"
 import { generate, type ParsedPacket } from "coap-packet"
-import { Context, Effect, FiberSet, Layer } from "effect"
+import { Context, Effect, FiberSet, Layer, type Scope } from "effect"
 import { createSocket, type RemoteInfo, type Socket } from "node:dgram"
 import { isIPv6 } from "node:net"
 import type { Auth } from "../../auth/Auth.ts"
@@ -8,6 +8,7 @@ import { AppConfig } from "../../config.ts"
 import { Unavailable } from "../../domain/errors.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
 import { type ListenFailed, listenFailure, type ListenOptions } from "../http/HttpListener.ts"
+import { bindOwn } from "../listening.ts"
 import { blockValue, makeTransfers, parseBlock, readUint } from "./blockwise.ts"
 import { printable } from "../logLine.ts"
 import { badBlock2, coapError, type CoapReply, errorReply, refusalLine } from "./errors.ts"
@@ -139,8 +140,27 @@ const bind = (options: ListenOptions) =>
   )
 
 /**
- * CoAP over UDP on `COAP_PORT` at `HOST` (API-DECISIONS "CoAP"): `POST /events` and
- * `POST /locations` → Envelope → Ingest, answered 2.01 once stored.
+ * The CoAP socket, bound at start before anything else (datagrams that arrive before `open`
+ * are dropped; a client retransmits, RFC 7252 §4.2). `open` hands it to the server and closes
+ * it with the caller's scope.
+ */
+export class CoapListener extends Context.Service<CoapListener, {
+  readonly port: number
+  readonly open: Effect.Effect<Socket, never, Scope.Scope>
+}>()("voltaic/adapters/coap/CoapListener") {
+  static readonly layer = Layer.effect(
+    CoapListener,
+    Effect.gen(function*() {
+      const config = yield* AppConfig
+      const { value: socket, closeWithScope } = yield* bindOwn(bind({ port: config.coapPort, host: config.host, setting: "COAP_PORT" }))
+      return CoapListener.of({ port: socket.address().port, open: Effect.as(closeWithScope, socket) })
+    })
+  )
+}
+
+/**
+ * CoAP over UDP on `COAP_PORT` at `HOST`, on the socket `CoapListener` bound (API-DECISIONS
+ * "CoAP"): `POST /events` and `POST /locations` → Envelope → Ingest, answered 2.01 once stored.
  *
  * The coap package parses requests and acknowledges Confirmable ones (piggybacked, or an
  * empty ACK and a separate response). Added here: `screen` (format errors, pings, critical
@@ -156,7 +176,7 @@ export const CoapLive = Layer.effect(
   CoapServer,
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const socket = yield* bind({ port: config.coapPort, host: config.host, setting: "COAP_PORT" })
+    const socket = yield* (yield* CoapListener).open
     // Made after the socket: on close, handlers still running are interrupted before it closes.
     const fibers = yield* FiberSet.make()
     const runPromise = yield* FiberSet.runtimePromise(fibers)<Auth | Ingest>()
