@@ -1,8 +1,20 @@
 import { Console, Effect, Option, Redacted } from "effect"
 import { Command, Flag } from "effect/cli"
+import { Bus } from "../bus/Bus.ts"
 import { createAppKey, resetPassword } from "../store/recovery.ts"
 import { Sql } from "../store/Sql.ts"
 import { cliStore } from "./store.ts"
+
+/**
+ * Tells running servers (over NATS_URL, when set) that credentials changed, as the API does
+ * after a revocation, so they drop the revoked tokens at once. Not needing it to recover, a
+ * bus that cannot be reached only gets a warning: servers stop accepting a revoked token
+ * within their credential cache's 5 s anyway.
+ */
+const tellServers = Bus.use((bus) => bus.control({ type: "credentials.changed" })).pipe(
+  Effect.provide(Bus.layer),
+  Effect.catch((error) => Console.error(`voltaic: warning: running servers were not told (${error.message}); they drop revoked tokens within 5 s`))
+)
 
 /** `voltaic admin reset-password`: a new password for a user, whose tokens are all revoked. */
 export const resetPasswordCommand = Command.make(
@@ -21,6 +33,7 @@ export const resetPasswordCommand = Command.make(
     Effect.gen(function*() {
       const sql = yield* Sql
       const reset = yield* resetPassword(sql, { emailAddress: email, password: Option.map(password, Redacted.value) })
+      yield* tellServers
       const revoked = `${reset.revokedTokens} sign-in token${reset.revokedTokens === 1 ? "" : "s"} revoked`
       yield* Console.log(
         reset.generatedPassword === undefined

@@ -19,7 +19,8 @@ const storeEnv = async (kind: StoreKind, name: string): Promise<Record<string, s
   if (kind === "pglite") return { DATA_DIR: join(dataDir, name) }
   const db = await createPostgresDatabase()
   databases.push(db)
-  return { DATABASE_URL: db.url }
+  // With NATS, as a cluster runs: reset-password tells running servers over it.
+  return { DATABASE_URL: db.url, NATS_URL: process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222" }
 }
 
 const printed = (output: string, label: string): string => {
