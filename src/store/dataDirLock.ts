@@ -57,7 +57,8 @@ const mayBeRunning = (holder: Holder): boolean => {
     process.kill(holder.pid, 0)
     return true
   } catch (cause) {
-    // EPERM: the process exists but belongs to another user.
+    // EPERM: the process exists but belongs to another user. Deno without --allow-run
+    // refuses to ask (NotCapable): the lock then stands.
     return errorCode(cause) !== "ESRCH"
   }
 }
