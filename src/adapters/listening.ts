@@ -16,8 +16,9 @@ export interface Bound<Handler> {
 }
 
 /**
- * Runs `bind` in a scope of its own, closed with the caller's scope, or earlier by the
- * effect `closeWith` returns: the listener then closes with the adapter that uses it.
+ * Runs `bind` in a scope of its own, closed with the caller's scope or, earlier, with the
+ * scope that runs `closeWithScope` (the adapter's): the listener then closes before the
+ * services behind the adapter.
  */
 export const bindOwn = <A, E, S>(bind: Effect.Effect<A, E, S | Scope.Scope>) =>
   Effect.gen(function*() {
