@@ -1,5 +1,5 @@
 import { type Config, Context, Effect, Layer, Result } from "effect"
-import { CoapListener } from "./coap/CoapServer.ts"
+import { CoapListener } from "./coap/CoapListener.ts"
 import type { ListenFailed, ListenersFailed } from "./http/HttpListener.ts"
 import { HttpPort } from "./http/HttpServer.ts"
 import { failWithAll } from "./listening.ts"

@@ -2,7 +2,8 @@ import { Agent, request } from "coap"
 import type { CoapMethod } from "coap-packet"
 import { ConfigProvider, Context, Effect, Exit, Layer, Logger, Scope } from "effect"
 import { createSocket, type Socket } from "node:dgram"
-import { CoapListener, CoapLive, CoapServer } from "../../src/adapters/coap/CoapServer.ts"
+import { CoapListener } from "../../src/adapters/coap/CoapListener.ts"
+import { CoapLive, CoapServer } from "../../src/adapters/coap/CoapServer.ts"
 import { startApp, type TestApp } from "./app.ts"
 
 /** How long a test waits for one CoAP answer on loopback before failing. */
