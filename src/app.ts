@@ -1,7 +1,8 @@
-import { Cause, Console, Effect, Layer, type LogLevel, Option, References } from "effect"
-import { makeHttpApp } from "./adapters/http/HttpApp.ts"
-import { HttpListener } from "./adapters/http/HttpListener.ts"
+import { Cause, Effect, Layer, type LogLevel, References } from "effect"
 import { CoapLive } from "./adapters/coap/CoapServer.ts"
+import { HttpLive } from "./adapters/http/HttpServer.ts"
+import { ListenersFailed } from "./adapters/http/HttpListener.ts"
+import { ListenersLive } from "./adapters/Listeners.ts"
 import { MqttLive } from "./adapters/mqtt/MqttServer.ts"
 import { Auth } from "./auth/Auth.ts"
 import { SignInGuard } from "./auth/SignInGuard.ts"
@@ -15,44 +16,11 @@ import { Spaces } from "./supervisor/Spaces.ts"
 import { DeviceReads } from "./store/DeviceReads.ts"
 import { Notifier } from "./notify/Notifier.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
-import { bootstrap, type Bootstrapped } from "./store/bootstrap.ts"
-import { migrate } from "./store/migrate.ts"
+import { SetupLive } from "./store/setup.ts"
 import { Sql } from "./store/Sql.ts"
 
-/** The store the configuration names, migrated, with the first organisation in place. */
+/** The store the configuration names. */
 export const StoreLive = Layer.unwrap(Effect.map(AppConfig, (config) => Sql.layer(databaseTarget(config))))
-
-const printBootstrap = (b: Bootstrapped) =>
-  Console.log(
-    [
-      "",
-      "Voltaic created its first organisation. These secrets are shown once; keep them.",
-      `  admin e-mail:     ${b.emailAddress}`,
-      ...(b.generatedPassword ? [`  admin password:   ${b.generatedPassword}`] : []),
-      ...(b.generatedAppKey ? [`  application key:  ${b.appKey}`] : ["  application key:  (BOOTSTRAP_APP_KEY)"]),
-      ""
-    ].join("\n")
-  )
-
-const SetupLive = Layer.effectDiscard(
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const applied = yield* migrate
-    if (applied.length > 0) yield* Effect.logInfo(`applied migrations: ${applied.join(", ")}`)
-    const created = yield* bootstrap(config)
-    if (Option.isSome(created)) yield* printBootstrap(created.value)
-  })
-)
-
-const HttpLive = Layer.effectDiscard(
-  Effect.gen(function*() {
-    const config = yield* AppConfig
-    const app = yield* makeHttpApp
-    const listener = yield* HttpListener
-    const { port } = yield* listener.serve(app.fetch, { port: config.port, host: config.host, setting: "PORT" })
-    yield* Effect.logInfo(`http listening on ${config.host}:${port} (REST under /v1, reference at /docs)`)
-  })
-)
 
 const logLevels: Record<LogLevelName, LogLevel.LogLevel> = {
   all: "All",
@@ -96,8 +64,15 @@ export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
 /** The core on the bus the configuration names. */
 export const CoreLive = coreOn(Bus.layer)
 
-/** Everything but the runtime-specific listener, which the entry file provides. */
-export const AppLive = Layer.mergeAll(HttpLive, MqttLive, CoapLive).pipe(Layer.provide(CoreLive))
+/**
+ * Everything but the runtime-specific listener, which the entry file provides. Every port is
+ * bound first, then the core is built (store, migrations, first organisation), then each
+ * adapter starts serving on its port.
+ */
+export const AppLive = Layer.mergeAll(HttpLive, MqttLive, CoapLive).pipe(
+  Layer.provide(CoreLive),
+  Layer.provide(ListenersLive)
+)
 
 /**
  * One line naming the setting for the failures an operator can fix (bad variable, port in
@@ -109,8 +84,9 @@ export const describeStartupFailure = (cause: Cause.Cause<unknown>): string => {
     const error = failure.error
     if (typeof error === "object" && error !== null && "_tag" in error) {
       if (error._tag === "ConfigError") return `invalid configuration: ${configMessage(error)}`
-      // ListenFailed, StoreUnreachable, BusUnreachable: each names its setting.
+      // ListenFailed, StoreUnreachable, BusUnreachable, DataDirLocked: each names its setting.
       if ("setting" in error && "message" in error) return `${String(error.setting)}: ${String(error.message)}`
+      if (error instanceof ListenersFailed) return error.line
     }
   }
   return Cause.pretty(cause)

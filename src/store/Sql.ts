@@ -2,6 +2,7 @@ import { PGlite } from "@electric-sql/pglite"
 import { Context, Effect, Exit, Layer, Redacted, Schema } from "effect"
 import postgres from "postgres"
 import type { DatabaseTarget } from "../config.ts"
+import { lockDataDir } from "./dataDirLock.ts"
 
 export type Row = Record<string, unknown>
 
@@ -116,15 +117,17 @@ const int8AsNumber = {
 }
 
 export class Sql extends Context.Service<Sql, SqlClient>()("voltaic/store/Sql") {
-  static readonly layer = (target: DatabaseTarget) =>
+  /** `role` names this process in the `DATA_DIR` lock, for the message another process shows. */
+  static readonly layer = (target: DatabaseTarget, role = "voltaic server") =>
     Layer.effect(
       Sql,
-      target._tag === "pglite" ? openPglite(target.dataDir) : openPostgres(target.url)
+      target._tag === "pglite" ? openPglite(target.dataDir, role) : openPostgres(target.url)
     )
 }
 
-const openPglite = (dataDir: string | undefined) =>
-  Effect.acquireRelease(
+const openPglite = (dataDir: string | undefined, role: string) =>
+  // Taken before PGlite opens the directory and released after it closes (`memory://` needs none).
+  Effect.andThen(dataDir === undefined ? Effect.void : lockDataDir(dataDir, role), Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
         const db = await PGlite.create(dataDir ? { dataDir } : undefined)
@@ -138,7 +141,7 @@ const openPglite = (dataDir: string | undefined) =>
         })
     }),
     (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
-  ).pipe(Effect.map((db) => pgliteClient(db, false, db)))
+  )).pipe(Effect.map((db) => pgliteClient(db, false, db)))
 
 const openPostgres = (url: Redacted.Redacted<string>) =>
   Effect.acquireRelease(

@@ -2,6 +2,7 @@ import { generate, parse } from "coap-packet"
 import { ConfigProvider, Context, Deferred, Effect, Exit, Layer, Logger, Scope } from "effect"
 import { createSocket } from "node:dgram"
 import { describe, expect, it, vi } from "vitest"
+import { CoapListener } from "../../src/adapters/coap/CoapListener.ts"
 import { CoapLive, CoapServer } from "../../src/adapters/coap/CoapServer.ts"
 import { describeStartupFailure } from "../../src/app.ts"
 import { Auth } from "../../src/auth/Auth.ts"
@@ -42,6 +43,7 @@ const start = async (env: Record<string, string>, services: Layer.Layer<Auth | I
   const exit = await Effect.runPromiseExit(
     Layer.buildWithScope(
       CoapLive.pipe(
+        Layer.provide(CoapListener.layer),
         Layer.provide(Layer.mergeAll(services, Logger.layer([Logger.make(({ message }) => logs.push(String(message)))]))),
         Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ COAP_PORT: "0", HOST: "127.0.0.1", ...env })))
       ),

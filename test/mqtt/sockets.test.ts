@@ -2,9 +2,9 @@ import { Cause, ConfigProvider, Effect, Exit, Layer } from "effect"
 import type { MqttClient } from "mqtt"
 import { connect as connectTcp } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ListenFailed } from "../../src/adapters/http/HttpListener.ts"
+import { ListenFailed, ListenersFailed } from "../../src/adapters/http/HttpListener.ts"
 import { MqttBroker } from "../../src/adapters/mqtt/MqttBroker.ts"
-import { MqttServer } from "../../src/adapters/mqtt/MqttServer.ts"
+import { MqttListeners, MqttServer } from "../../src/adapters/mqtt/MqttServer.ts"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import {
   closedBy,
@@ -144,12 +144,13 @@ describe("MQTT over TCP and WebSocket", () => {
     expect(res.status).toBe(426)
   })
 
-  it("fails start-up naming MQTT_PORT or MQTT_WS_PORT when a port is in use", async () => {
+  it("fails start-up naming MQTT_PORT, MQTT_WS_PORT or both when ports are in use", async () => {
     const idle = Layer.succeed(MqttBroker, MqttBroker.of({ handle: () => {} }))
     const startupFailure = async (env: Record<string, string>) => {
       const exit = await Effect.runPromiseExit(
         Effect.scoped(
           Layer.build(MqttServer.layer.pipe(
+            Layer.provide(MqttListeners.layer),
             Layer.provide(idle),
             Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ HOST: "127.0.0.1", LOG_LEVEL: "none", ...env })))
           ))
@@ -157,11 +158,16 @@ describe("MQTT over TCP and WebSocket", () => {
       )
       return Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isFailReason)?.error : undefined
     }
+    const tcpInUse = new ListenFailed({ setting: "MQTT_PORT", message: `127.0.0.1:${t.server?.port} is already in use` })
+    const wsInUse = new ListenFailed({ setting: "MQTT_WS_PORT", message: `127.0.0.1:${t.server?.wsPort} is already in use` })
     expect(await startupFailure({ MQTT_PORT: String(t.server?.port), MQTT_WS_PORT: "0" })).toEqual(
-      new ListenFailed({ setting: "MQTT_PORT", message: `127.0.0.1:${t.server?.port} is already in use` })
+      new ListenersFailed({ failures: [tcpInUse] })
     )
     expect(await startupFailure({ MQTT_PORT: "0", MQTT_WS_PORT: String(t.server?.wsPort) })).toEqual(
-      new ListenFailed({ setting: "MQTT_WS_PORT", message: `127.0.0.1:${t.server?.wsPort} is already in use` })
+      new ListenersFailed({ failures: [wsInUse] })
+    )
+    expect(await startupFailure({ MQTT_PORT: String(t.server?.port), MQTT_WS_PORT: String(t.server?.wsPort) })).toEqual(
+      new ListenersFailed({ failures: [tcpInUse, wsInUse] })
     )
   })
 })

@@ -2,6 +2,7 @@ import { Agent, request } from "coap"
 import type { CoapMethod } from "coap-packet"
 import { ConfigProvider, Context, Effect, Exit, Layer, Logger, Scope } from "effect"
 import { createSocket, type Socket } from "node:dgram"
+import { CoapListener } from "../../src/adapters/coap/CoapListener.ts"
 import { CoapLive, CoapServer } from "../../src/adapters/coap/CoapServer.ts"
 import { startApp, type TestApp } from "./app.ts"
 
@@ -24,7 +25,7 @@ export const startCoapApp = async (env: Record<string, string> = {}, logs?: Arra
   const core = Layer.succeedContext(t.context)
   const services = logs === undefined ? core : Layer.merge(core, Logger.layer([Logger.make(({ message }) => logs.push(String(message)))]))
   const exit = await Effect.runPromiseExit(
-    Layer.buildWithScope(CoapLive.pipe(Layer.provide(services), Layer.provide(ConfigProvider.layer(provider))), scope)
+    Layer.buildWithScope(CoapLive.pipe(Layer.provide(CoapListener.layer), Layer.provide(services), Layer.provide(ConfigProvider.layer(provider))), scope)
   )
   if (Exit.isFailure(exit)) {
     await t.close()

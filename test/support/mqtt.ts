@@ -4,7 +4,7 @@ import mqtt, { ErrorWithSubackPacket, type IClientOptions, type IPublishPacket, 
 import { Duplex } from "node:stream"
 import { makeHttpApp } from "../../src/adapters/http/HttpApp.ts"
 import { MqttBroker, type MqttBrokerService } from "../../src/adapters/mqtt/MqttBroker.ts"
-import { MqttLive, MqttServer, type MqttServerService } from "../../src/adapters/mqtt/MqttServer.ts"
+import { MqttListeners, MqttLive, MqttServer, type MqttServerService } from "../../src/adapters/mqtt/MqttServer.ts"
 import { coreOn } from "../../src/app.ts"
 import { Bus } from "../../src/bus/Bus.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, type TestResponse } from "./app.ts"
@@ -84,8 +84,9 @@ export const startMqttApp = async (
     const parts = Array.isArray(message) ? message : [message]
     logs.push({ level: logLevel, message: parts.map(String).join(" ") })
   })
-  const adapter: Layer.Layer<MqttBroker, Layer.Error<typeof MqttLive>, Layer.Services<typeof MqttLive>> = options.listen === true
-    ? MqttLive
+  const listening = MqttLive.pipe(Layer.provide(MqttListeners.layer))
+  const adapter: Layer.Layer<MqttBroker, Layer.Error<typeof listening>, Layer.Services<typeof listening>> = options.listen === true
+    ? listening
     : MqttBroker.layer
   const layer = adapter.pipe(
     Layer.provideMerge(coreOn(options.bus ?? Bus.layer)),

@@ -110,3 +110,25 @@ export const runServerToExit = (env: Record<string, string>, timeoutMs = 30_000)
       resolve({ code, stdout, stderr })
     })
   })
+
+/** `npm run voltaic -- …args` without npm: the command-line tool through tsx, run to its end. */
+export const runCli = (args: ReadonlyArray<string>, env: Record<string, string>, timeoutMs = 60_000): Promise<Exited> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+      cwd: ROOT,
+      env: { ...process.env, LOG_LEVEL: "info", ...env },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString()))
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()))
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL")
+      reject(new Error(`voltaic ${args.join(" ")} did not end within ${timeoutMs} ms:\n${stdout}${stderr}`))
+    }, timeoutMs)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      resolve({ code, stdout, stderr })
+    })
+  })

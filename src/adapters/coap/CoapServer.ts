@@ -1,13 +1,12 @@
 import { createServer, type IncomingMessage, type OutgoingMessage } from "coap"
 import { generate, type ParsedPacket } from "coap-packet"
 import { Context, Effect, FiberSet, Layer } from "effect"
-import { createSocket, type RemoteInfo, type Socket } from "node:dgram"
-import { isIPv6 } from "node:net"
+import type { RemoteInfo, Socket } from "node:dgram"
 import type { Auth } from "../../auth/Auth.ts"
 import { AppConfig } from "../../config.ts"
 import { Unavailable } from "../../domain/errors.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
-import { type ListenFailed, listenFailure, type ListenOptions } from "../http/HttpListener.ts"
+import { CoapListener } from "./CoapListener.ts"
 import { blockValue, makeTransfers, parseBlock, readUint } from "./blockwise.ts"
 import { printable } from "../logLine.ts"
 import { badBlock2, coapError, type CoapReply, errorReply, refusalLine } from "./errors.ts"
@@ -25,9 +24,6 @@ const PIGGYBACK_REPLY_MS = 1_000
 
 /** On close, requests being stored get this long to be answered; the rest are answered 5.03. */
 const DRAIN_MS = 2_000
-
-/** Milliseconds a closing socket waits at most for queued replies to leave. */
-const MAX_FLUSH_WAITS = 100
 
 /** The bound CoAP endpoint: `port` is the one the OS chose when `COAP_PORT` is 0. */
 export class CoapServer extends Context.Service<CoapServer, { readonly port: number }>()("voltaic/adapters/coap/CoapServer") {}
@@ -77,13 +73,6 @@ const transferKey = (from: RemoteInfo, packet: ParsedPacket): string => {
 }
 
 /**
- * Receive buffer asked of the kernel (which caps it at `net.core.rmem_max`). The default
- * (~208 KiB) overflowed whenever the event loop stalled with 1,000 devices each sending, and
- * every dropped datagram cost its device a 2–3 s retransmission.
- */
-const RECEIVE_BUFFER_BYTES = 4 * 1024 * 1024
-
-/**
  * Calls `sent` with every datagram handed to the socket and its destination, before it goes.
  * The coap package sends its acknowledgements and replies on the socket itself (the empty
  * ACK of a separate response from a timer of its own): this is where all of them pass.
@@ -103,44 +92,9 @@ const watchSends = (socket: Socket, sent: (datagram: Uint8Array, port: number, a
   }
 }
 
-/** A UDP socket bound to the configured address (no SO_REUSEADDR: a port in use fails), closed with the scope. */
-const bind = (options: ListenOptions) =>
-  Effect.acquireRelease(
-    Effect.callback<Socket, ListenFailed>((resume) => {
-      const socket = createSocket({ type: isIPv6(options.host) ? "udp6" : "udp4" })
-      const onError = (error: Error) => {
-        socket.close()
-        resume(Effect.fail(listenFailure(options, error)))
-      }
-      socket.once("error", onError)
-      socket.bind(options.port, options.host, () => {
-        socket.off("error", onError)
-        try {
-          socket.setRecvBufferSize(RECEIVE_BUFFER_BYTES)
-        } catch {
-          // Not every runtime's node:dgram can set it; the default buffer still works.
-        }
-        resume(Effect.succeed(socket))
-      })
-    }),
-    (socket) =>
-      Effect.callback<void>((resume) => {
-        // Replies just handed to the socket leave after an address lookup on a later tick;
-        // closing before they are out would drop them.
-        // Deno's node:dgram has no getSendQueueCount: there one tick must do.
-        let waits = 0
-        const queued = () => (typeof socket.getSendQueueCount === "function" ? socket.getSendQueueCount() : 0)
-        const close = () => {
-          if (queued() > 0 && waits++ < MAX_FLUSH_WAITS) return void setTimeout(close, 1)
-          socket.close(() => resume(Effect.void))
-        }
-        setTimeout(close, 0)
-      })
-  )
-
 /**
- * CoAP over UDP on `COAP_PORT` at `HOST` (API-DECISIONS "CoAP"): `POST /events` and
- * `POST /locations` → Envelope → Ingest, answered 2.01 once stored.
+ * CoAP over UDP on `COAP_PORT` at `HOST`, on the socket `CoapListener` bound (API-DECISIONS
+ * "CoAP"): `POST /events` and `POST /locations` → Envelope → Ingest, answered 2.01 once stored.
  *
  * The coap package parses requests and acknowledges Confirmable ones (piggybacked, or an
  * empty ACK and a separate response). Added here: `screen` (format errors, pings, critical
@@ -156,7 +110,7 @@ export const CoapLive = Layer.effect(
   CoapServer,
   Effect.gen(function*() {
     const config = yield* AppConfig
-    const socket = yield* bind({ port: config.coapPort, host: config.host, setting: "COAP_PORT" })
+    const socket = yield* (yield* CoapListener).open
     // Made after the socket: on close, handlers still running are interrupted before it closes.
     const fibers = yield* FiberSet.make()
     const runPromise = yield* FiberSet.runtimePromise(fibers)<Auth | Ingest>()

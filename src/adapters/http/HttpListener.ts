@@ -6,6 +6,16 @@ export class ListenFailed extends Schema.TaggedError<ListenFailed>()("ListenFail
   message: Schema.String
 }) {}
 
+/** Every listener that could not be bound, so one start-up message names them all. */
+export class ListenersFailed extends Schema.TaggedError<ListenersFailed>()("ListenersFailed", {
+  failures: Schema.Array(ListenFailed)
+}) {
+  /** `PORT: 0.0.0.0:8080 is already in use; MQTT_PORT: 0.0.0.0:1883 is already in use` */
+  get line(): string {
+    return this.failures.map((f) => `${f.setting}: ${f.message}`).join("; ")
+  }
+}
+
 export interface ListenOptions {
   readonly port: number
   readonly host: string
