@@ -21,7 +21,7 @@ export interface Outage {
 export interface OutageLines {
   /** The warning for a loss, given its first reason. */
   readonly lost: (reason: string) => string
-  /** The line for the recovery, given the outage's length in seconds (one decimal). */
+  /** The line for the recovery, given the outage's length in seconds (two decimals under 1 s, else one). */
   readonly restored: (seconds: string) => string
 }
 
@@ -45,7 +45,8 @@ export const makeOutage = (lines: OutageLines, log: OutageLog, now: () => number
     restored: (epoch: number) => {
       if (!outage.down || epoch !== outage.epoch) return
       outage.down = false
-      log.info(lines.restored(((now() - since) / 1000).toFixed(1)))
+      const seconds = (now() - since) / 1000
+      log.info(lines.restored(seconds.toFixed(seconds < 1 ? 2 : 1)))
     }
   }
   return outage
