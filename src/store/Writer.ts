@@ -1,9 +1,9 @@
-import { Context, Effect, Exit, Layer } from "effect"
+import { Context, Effect, Exit, Layer, Schedule } from "effect"
 import { Unavailable } from "../domain/errors.ts"
 import type { ReadingInput } from "../energy/readings.ts"
 import { writeReadings } from "../energy/store.ts"
 import { touchDevices } from "./devices.ts"
-import { Sql, type SqlClient, type SqlError } from "./Sql.ts"
+import { isConnectionLoss, Sql, type SqlClient, type SqlError } from "./Sql.ts"
 
 export interface EventFile {
   readonly filename: string | null
@@ -254,6 +254,15 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
 }
 
 /**
+ * A batch whose connection was lost (the server terminated it, say) is written again, a few
+ * times: the pool opens a new connection, but its next pick may be another one that died with
+ * it and is not yet seen closed. A batch that had committed just before the loss fails again
+ * on its primary key and is refused, so the sender re-sends it: stored twice, never lost.
+ */
+const writeRetried = (sql: SqlClient, items: ReadonlyArray<WriteItem>) =>
+  writeBatch(sql, items).pipe(Effect.retry({ schedule: Schedule.exponential("20 millis"), times: 3, while: isConnectionLoss }))
+
+/**
  * Group commit: items that arrive while batches are being written, or within `flushEveryMs` of
  * the last batch's start, wait and go together in the next one, so throughput grows with load
  * while an idle writer adds no delay. Up to `maxFlushes` batches are written at once; they are
@@ -278,11 +287,11 @@ export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> = {})
   }
 
   const writeOne = async (batch: ReadonlyArray<Waiter>): Promise<Exit.Exit<void, SqlError> | Array<Exit.Exit<void, SqlError>>> => {
-    const exit = await Effect.runPromiseExit(writeBatch(sql, batch.map((w) => w.item)))
+    const exit = await Effect.runPromiseExit(writeRetried(sql, batch.map((w) => w.item)))
     if (Exit.isSuccess(exit) || batch.length === 1) return exit
     // One bad row (say, its device was deleted meanwhile) must not fail its neighbours.
     const exits: Array<Exit.Exit<void, SqlError>> = []
-    for (const waiter of batch) exits.push(await Effect.runPromiseExit(writeBatch(sql, [waiter.item])))
+    for (const waiter of batch) exits.push(await Effect.runPromiseExit(writeRetried(sql, [waiter.item])))
     return exits
   }
 

@@ -49,36 +49,66 @@ describe("the Postgres store when the server terminates its connections", () => 
     await db.drop()
   })
 
-  it("fails the batch it cut, stores none of it, reconnects on the next statement, and logs the loss and the recovery once", async () => {
+  /**
+   * Submits one event while the device row is locked (the writer's statement waits on it) and
+   * terminates the backends once a statement waits on the lock: `once`, then releases the lock;
+   * or `always`, every new waiter (the writer's retries) until the event is answered.
+   */
+  const cutWhileWriting = async (id: string, cuts: "once" | "always") => {
     const writer = makeWriter(sql)
     let answered: Exit.Exit<void, SqlError> | undefined
     await admin.begin(async (tx) => {
-      // The device row locked here holds the writer's statement until the backends are terminated.
       await tx`SELECT 1 FROM devices WHERE id = 'dev_l' FOR UPDATE`
-      expect(writer.service.submit(event("evt_cut"), (exit) => (answered = exit))).toBe(true)
-      await until("the writer's statement to wait on the lock", async () =>
-        (await tx`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)[0].n > 0)
-      await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect(writer.service.submit(event(id), (exit) => (answered = exit))).toBe(true)
+      const cut = new Set<number>()
+      const waiting = async () => {
+        // Inside a transaction, pg_stat_activity is read once and kept (stats_fetch_consistency).
+        await tx`SELECT pg_stat_clear_snapshot()`
+        return (await tx<Array<{ pid: number }>>`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)
+          .map((r) => r.pid).filter((pid) => !cut.has(pid))
+      }
+      const terminate = async (pids: ReadonlyArray<number>) => {
+        for (const pid of pids) cut.add(pid)
+        await tx`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      }
+      if (cuts === "once") {
+        let pids: Array<number> = []
+        await until("a statement waiting on the lock", async () => (pids = await waiting()).length > 0)
+        await terminate(pids)
+        return
+      }
+      await until("the event to be answered", async () => {
+        const pids = await waiting()
+        if (pids.length > 0) await terminate(pids)
+        return answered !== undefined
+      })
     })
-    await until("the cut batch to be answered", async () => answered !== undefined)
-    expect(answered !== undefined && Exit.isFailure(answered)).toBe(true)
-    const failure = answered !== undefined && Exit.isFailure(answered) ? answered.cause.reasons[0] : undefined
-    expect(failure !== undefined && failure._tag === "Fail" && isConnectionLoss(failure.error)).toBe(true)
-    expect(await admin`SELECT id FROM events WHERE id = 'evt_cut'`).toHaveLength(0)
+    await until("the event to be answered", async () => answered !== undefined)
+    return answered as Exit.Exit<void, SqlError>
+  }
 
-    // The next write goes through on a new connection.
-    await Effect.runPromise(writer.service.write(event("evt_after")))
-    expect(await admin`SELECT id FROM events WHERE id = 'evt_after'`).toHaveLength(1)
+  it("writes a batch whose connection was cut again on a new connection, and logs the loss and the recovery once", async () => {
+    const answered = await cutWhileWriting("evt_cut_once", "once")
+    expect(Exit.isSuccess(answered)).toBe(true)
+    expect(await admin`SELECT id FROM events WHERE id = 'evt_cut_once'`).toHaveLength(1)
     // A statement that started before the last connection was seen closing does not count as the recovery.
     await until("the recovery line", async () => {
       await Effect.runPromise(sql.query("SELECT 1"))
       return lines("store: reconnected").length > 0
     })
-    // More statements after the recovery, and another failure-free round, add no line.
     await Effect.runPromise(sql.query("SELECT 1"))
-    expect(lines("store: lost the connection to Postgres (")).toHaveLength(1)
-    expect(lines("store: lost the connection to Postgres (")[0].level).toBe("Warn")
+    expect(lines("store: lost the connection to Postgres (").map((l) => l.level)).toEqual(["Warn"])
     expect(lines("store: reconnected to Postgres after ").map((l) => l.level)).toEqual(["Info"])
+  })
+
+  it("answers a batch cut on every try with the failure (never an acknowledgement) and stores none of it", async () => {
+    const answered = await cutWhileWriting("evt_cut_always", "always")
+    const failure = Exit.isFailure(answered) ? answered.cause.reasons[0] : undefined
+    expect(failure !== undefined && failure._tag === "Fail" && isConnectionLoss(failure.error)).toBe(true)
+    expect(await admin`SELECT id FROM events WHERE id = 'evt_cut_always'`).toHaveLength(0)
+    // The next write goes through on a new connection.
+    await Effect.runPromise(makeWriter(sql).service.write(event("evt_after")))
+    expect(await admin`SELECT id FROM events WHERE id = 'evt_after'`).toHaveLength(1)
   })
 
   it("logs a second outage as its own pair of lines", async () => {
