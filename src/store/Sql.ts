@@ -2,6 +2,7 @@ import { PGlite } from "@electric-sql/pglite"
 import { Context, Effect, Exit, FiberSet, Layer, Redacted, Schema } from "effect"
 import postgres from "postgres"
 import type { DatabaseTarget } from "../config.ts"
+import { Unavailable } from "../domain/errors.ts"
 import { makeOutage, type Outage } from "../domain/outage.ts"
 
 export type Row = Record<string, unknown>
@@ -32,8 +33,8 @@ export interface SqlClient {
 /**
  * Codes of a failure that says the connection, not the statement, failed: postgres.js's own
  * (CONNECTION_ENDED is this process ending the pool, so it is left out), Node's socket errors,
- * SQLSTATE class 08 (connection exception) and 57P01–57P03 (the backend was terminated, the
- * server is shutting down or not yet accepting connections).
+ * SQLSTATE class 08 (connection exception), 57P01–57P03 (the backend was terminated, the
+ * server is shutting down or not yet accepting connections) and 53300 (too many connections).
  */
 const CONNECTION_CODES = new Set([
   "CONNECTION_CLOSED",
@@ -49,11 +50,22 @@ const CONNECTION_CODES = new Set([
   "EAI_AGAIN",
   "57P01",
   "57P02",
-  "57P03"
+  "57P03",
+  "53300"
 ])
 
 export const isConnectionLoss = (error: SqlError): boolean =>
-  error.code !== undefined && (CONNECTION_CODES.has(error.code) || error.code.startsWith("08"))
+  error.code !== undefined && (
+    CONNECTION_CODES.has(error.code) || error.code.startsWith("08") ||
+    // A database closed to new connections (ALLOW_CONNECTIONS false, for maintenance).
+    (error.code === "55000" && error.message.includes("not currently accepting connections"))
+  )
+
+/**
+ * What a request whose statement failed on a lost connection is answered (503, 5.03): the
+ * store logs the outage once, so the request is not logged as a defect.
+ */
+export const storeLost = new Unavailable({ retryAfterSeconds: 1, message: "the store is not reachable; retry shortly" })
 
 const toSqlError = (cause: unknown): SqlError => {
   const code = typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
