@@ -27,7 +27,7 @@ import postgres from "postgres"
 import { createRestClient } from "../src/client/index.ts"
 import { startPrivateNats } from "../test/support/nats.ts"
 import { type Device, EVENT_NAME, key, startPublishers, startSubscriber, type Traffic } from "./chaos-load.ts"
-import { createBenchDatabase, intSetting, machine, onShutdown, runMain, serverNodeFlags, sleep, start, stop, utcDate, voltaicEnv } from "./harness.ts"
+import { createBenchDatabase, gitState, intSetting, machine, onShutdown, runMain, serverNodeFlags, sleep, start, stop, utcDate, voltaicEnv } from "./harness.ts"
 import { type Fault, faultRows, judge, type LogLine, markdownTable, summaryRows } from "./chaos-report.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -176,7 +176,8 @@ const main = async (): Promise<number> => {
 \`npm run chaos\` (bench/chaos.ts). Machine: ${machine()}; Postgres on the same machine, sharing its cores; load average
 ${loadBefore} when the run started (other work shares this machine).
 
-- Server: \`src/main.ts\` as a child process on a fresh Postgres database and a private nats-server (core NATS, no JetStream).
+- Server: \`src/main.ts\` (${gitState(root, ["src", "bench"])}) as a child process on a fresh Postgres database and a
+  private nats-server (core NATS, no JetStream).
 - Load: ${settings.publishers} mqtt.js publishers (one device each) at ${settings.rate} QoS 1 events/s in total, at most ${WINDOW}
   unacknowledged each; one mqtt.js subscriber (application key) to every device's events.
 - Faults, ${settings.gapMs / 1000} s apart: ${settings.pgFaults} × \`pg_terminate_backend\` of every backend of the database, then ${settings.natsFaults} ×
