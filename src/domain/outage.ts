@@ -7,13 +7,14 @@ export interface Outage {
   /** True from the first sign of a loss until `restored`. */
   readonly down: boolean
   /**
-   * Counts the signs of loss. Work started before the last one proves nothing about the
-   * link now (a connection not yet seen closing can still answer it), so `restored` takes
-   * the epoch read when the work started and ignores it when stale.
+   * Counts the signs of loss and the recoveries. Work started before the last sign of loss
+   * proves nothing about the link now (a connection not yet seen closing can still answer
+   * it), nor does work that failed after starting before the last recovery (a connection
+   * attempt begun during the outage): both take the epoch read when the work started.
    */
   readonly epoch: number
-  /** A sign of loss: logged only when the link was up. */
-  lost(reason: string): void
+  /** A sign of loss, from work started at `epoch` if given: logged only when the link was up. */
+  lost(reason: string, epoch?: number): void
   /** Work started at `epoch` succeeded: logged only when the link was down and the epoch current. */
   restored(epoch: number): void
 }
@@ -32,10 +33,12 @@ export interface OutageLog {
 
 export const makeOutage = (lines: OutageLines, log: OutageLog, now: () => number = () => performance.now()): Outage => {
   let since = 0
+  let restoredAt = 0
   const outage = {
     down: false,
     epoch: 0,
-    lost: (reason: string) => {
+    lost: (reason: string, epoch?: number) => {
+      if (epoch !== undefined && epoch < restoredAt) return
       outage.epoch += 1
       if (outage.down) return
       outage.down = true
@@ -45,6 +48,8 @@ export const makeOutage = (lines: OutageLines, log: OutageLog, now: () => number
     restored: (epoch: number) => {
       if (!outage.down || epoch !== outage.epoch) return
       outage.down = false
+      outage.epoch += 1
+      restoredAt = outage.epoch
       const seconds = (now() - since) / 1000
       log.info(lines.restored(seconds.toFixed(seconds < 1 ? 2 : 1)))
     }

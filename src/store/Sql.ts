@@ -132,8 +132,11 @@ type TransactionSql = postgres.TransactionSql<Record<string, never>>
 /** The pool's link to the server: its outage, and whether this process is ending it. */
 interface PostgresLink {
   readonly outage: Outage
-  /** Called with a failure's cause: the failure as a SqlError, counted as a loss when it is one. */
-  readonly failed: (cause: unknown) => SqlError
+  /**
+   * Called with a failure's cause, and the outage's epoch when the work started: the failure
+   * as a SqlError, counted as a loss when it is one.
+   */
+  readonly failed: (cause: unknown, epoch?: number) => SqlError
 }
 
 const postgresClient = (sql: PostgresSql | TransactionSql, root: PostgresSql | undefined, link: PostgresLink): SqlClient => {
@@ -148,9 +151,11 @@ const postgresClient = (sql: PostgresSql | TransactionSql, root: PostgresSql | u
           return sql.unsafe(text, (params ?? []) as Array<postgres.ParameterOrJSON<never>>, { prepare: true }).then((rows) => {
             if (outage.down) outage.restored(epoch)
             return rows as unknown as Array<T>
+          }, (cause: unknown) => {
+            throw link.failed(cause, epoch)
           })
         },
-        catch: link.failed
+        catch: (cause) => cause instanceof SqlError ? cause : link.failed(cause)
       }),
     exec: (text) => Effect.tryPromise({ try: () => sql.unsafe(text).simple().then(() => undefined), catch: link.failed }),
     transaction: (f) =>
@@ -213,18 +218,18 @@ const openPostgres = (url: Redacted.Redacted<string>) =>
       setTimeout(() => {
         if (ending || !outage.down || pool === undefined) return
         const epoch = outage.epoch
-        pool`select 1`.then(() => outage.restored(epoch), (cause: unknown) => void failed(cause)).finally(probe)
+        pool`select 1`.then(() => outage.restored(epoch), (cause: unknown) => void failed(cause, epoch)).finally(probe)
       }, PROBE_EVERY_MS).unref()
     }
-    const lost = (reason: string) => {
+    const lost = (reason: string, epoch?: number) => {
       if (ending) return
       const wasDown = outage.down
-      outage.lost(reason)
-      if (!wasDown) probe()
+      outage.lost(reason, epoch)
+      if (!wasDown && outage.down) probe()
     }
-    const failed = (cause: unknown) => {
+    const failed = (cause: unknown, epoch?: number) => {
       const error = toSqlError(cause)
-      if (isConnectionLoss(error)) lost(error.message)
+      if (isConnectionLoss(error)) lost(error.message, epoch)
       return error
     }
     const sql = yield* Effect.acquireRelease(

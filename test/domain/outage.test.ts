@@ -49,4 +49,16 @@ describe("an outage", () => {
     outage.restored(outage.epoch)
     expect(lines).toEqual(["warn lost (one)", "info back after 0.00 s", "warn lost (two)", "info back after 0.00 s"])
   })
+
+  it("does not count as a new loss a failure of work that started before the recovery", () => {
+    const { outage, lines } = setup()
+    outage.lost("down")
+    const startedDuringTheOutage = outage.epoch
+    outage.restored(outage.epoch)
+    outage.lost("a connection attempt begun during the outage failed", startedDuringTheOutage)
+    expect(outage.down).toBe(false)
+    outage.lost("down again", outage.epoch)
+    expect(outage.down).toBe(true)
+    expect(lines).toEqual(["warn lost (down)", "info back after 0.00 s", "warn lost (down again)"])
+  })
 })
