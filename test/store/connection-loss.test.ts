@@ -55,7 +55,8 @@ describe("the Postgres store when the server terminates its connections", () => 
    * or `always`, every new waiter (the writer's retries) until the event is answered.
    */
   const cutWhileWriting = async (id: string, cuts: "once" | "always") => {
-    const writer = makeWriter(sql)
+    // Written again for 300 ms after a lost connection, then answered with the failure.
+    const writer = makeWriter(sql, { retryLostForMs: 300 })
     let answered: Exit.Exit<void, SqlError> | undefined
     await admin.begin(async (tx) => {
       await tx`SELECT 1 FROM devices WHERE id = 'dev_l' FOR UPDATE`
