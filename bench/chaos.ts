@@ -180,10 +180,12 @@ ${loadBefore} when the run started (other work shares this machine).
   private nats-server (core NATS, no JetStream).
 - Load: ${settings.publishers} mqtt.js publishers (one device each) at ${settings.rate} QoS 1 events/s in total, at most ${WINDOW}
   unacknowledged each; one mqtt.js subscriber (application key) to every device's events.
-- Faults, ${settings.gapMs / 1000} s apart: ${settings.pgFaults} × \`pg_terminate_backend\` of every backend of the database, then ${settings.natsFaults} ×
-  SIGKILL of the nats-server, restarted on the same port after ${settings.natsDownMs / 1000} s.
-- "first PUBACK after" / "first delivery after": from the fault (Postgres) or the restart (NATS) to the first PUBACK /
-  first delivery of an event published after it. "server: outage" is the server's own \`reconnected … after\`.
+- Faults, ${settings.gapMs / 1000} s apart: ${settings.pgFaults} × \`pg_terminate_backend\` of every backend of the database; ${settings.pgOutages} × the database
+  closed to new connections (\`ALLOW_CONNECTIONS false\`) and its backends terminated, reopened after ${settings.pgDownMs / 1000} s;
+  ${settings.natsFaults} × SIGKILL of the nats-server, restarted on the same port after ${settings.natsDownMs / 1000} s.
+- "first PUBACK after" / "first delivery after": from the fault (terminated backends), the reopening (closed database)
+  or the restart (NATS) to the first PUBACK / first delivery of an event published after it. "PUBACKs > 1 s" counts
+  the events sent from 1 s before the fault to the next fault that waited more than 1 s for their PUBACK. "server: outage" is the server's own \`reconnected … after\`.
   Deliveries are at most once (core NATS): those of events acknowledged while NATS was down are not expected.
 
 ${faultTable}
