@@ -184,8 +184,8 @@ ${loadBefore} when the run started (other work shares this machine).
   closed to new connections (\`ALLOW_CONNECTIONS false\`) and its backends terminated, reopened after ${settings.pgDownMs / 1000} s;
   ${settings.natsFaults} × SIGKILL of the nats-server, restarted on the same port after ${settings.natsDownMs / 1000} s.
 - "first PUBACK after" / "first delivery after": from the fault (terminated backends), the reopening (closed database)
-  or the restart (NATS) to the first PUBACK / first delivery of an event published after it. "PUBACKs > 1 s" counts
-  the events sent from 1 s before the fault to the next fault that waited more than 1 s for their PUBACK. "server: outage" is the server's own \`reconnected … after\`.
+  or the restart (NATS) to the first PUBACK / first delivery of an event published after it. "PUBACKs > 1 s": events
+  sent between 1 s before the fault and the next fault whose PUBACK took longer than 1 s. "server: outage" is the server's own \`reconnected … after\`.
   Deliveries are at most once (core NATS): those of events acknowledged while NATS was down are not expected.
 
 ${faultTable}
