@@ -223,10 +223,16 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         callback(null)
       }
 
+      /** Connections already closing because a publish of theirs could not be stored. */
+      const notStored = new WeakSet<Client>()
+
       const refuse = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => (e: IngestError) => {
         const refusal = mqttRefusal(e)
         if (e._tag === "Unavailable" || e._tag === "SqlError") {
-          // Not the client's fault: no PUBACK, so it sends the message again.
+          // Not the client's fault: no PUBACK, so it sends the message again. Logged once per
+          // connection: its other publishes waiting on the same lost store follow it.
+          if (notStored.has(client)) return Effect.sync(() => callback(new AlreadyLogged(refusal.message)))
+          notStored.add(client)
           return Effect.andThen(
             Effect.logWarning(
               printable(
