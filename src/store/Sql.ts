@@ -129,7 +129,7 @@ const pgliteClient = (db: Pick<PGlite, "query" | "exec">, inTransaction: boolean
 type PostgresSql = postgres.Sql<Record<string, never>>
 type TransactionSql = postgres.TransactionSql<Record<string, never>>
 
-/** The pool's link to the server: its outage, and whether this process is ending it. */
+/** The pool's link to the server: its outage, and how a failure is classified. */
 interface PostgresLink {
   readonly outage: Outage
   /**
