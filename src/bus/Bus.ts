@@ -37,6 +37,8 @@ export class BusUnreachable extends Schema.TaggedError<BusUnreachable>()("BusUnr
 
 export interface BusService {
   readonly kind: "memory" | "nats"
+  /** False while the link to the other processes is lost (deliveries and notices are dropped meanwhile). */
+  connected(): boolean
   /** Hands a delivery to every process; returns once it is on its way (at-most-once). */
   deliver(delivery: Delivery): Effect.Effect<void>
   /** `deliver` without an effect, for callers on a callback path (the ingest fast path). */
@@ -66,6 +68,7 @@ export class Bus extends Context.Service<Bus, BusService>()("voltaic/bus/Bus") {
     const controls = makeLocalFanout<ControlMessage>()
     return Bus.of({
       kind: "memory",
+      connected: () => true,
       deliver: (delivery) => Effect.sync(() => deliveries.emit(delivery)),
       send: deliveries.emit,
       onDelivery: deliveries.add,

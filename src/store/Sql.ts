@@ -1,8 +1,10 @@
 import { PGlite } from "@electric-sql/pglite"
-import { Context, Effect, Exit, Layer, Redacted, Schema } from "effect"
+import { Context, Effect, Exit, FiberSet, Layer, Redacted, Schema } from "effect"
 import postgres from "postgres"
 import type { DatabaseTarget } from "../config.ts"
 import { lockDataDir } from "./dataDirLock.ts"
+import { Unavailable } from "../domain/errors.ts"
+import { makeOutage, type Outage } from "../domain/outage.ts"
 
 export type Row = Record<string, unknown>
 
@@ -29,6 +31,43 @@ export interface SqlClient {
   transaction<A, E, R>(f: (tx: SqlClient) => Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R>
 }
 
+/**
+ * Codes of a failure that says the connection, not the statement, failed: postgres.js's own
+ * (CONNECTION_ENDED is this process ending the pool, so it is left out), Node's socket errors,
+ * SQLSTATE class 08 (connection exception), 57P01–57P03 (the backend was terminated, the
+ * server is shutting down or not yet accepting connections) and 53300 (too many connections).
+ */
+const CONNECTION_CODES = new Set([
+  "CONNECTION_CLOSED",
+  "CONNECTION_DESTROYED",
+  "CONNECT_TIMEOUT",
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "57P01",
+  "57P02",
+  "57P03",
+  "53300"
+])
+
+export const isConnectionLoss = (error: SqlError): boolean =>
+  error.code !== undefined && (
+    CONNECTION_CODES.has(error.code) || error.code.startsWith("08") ||
+    // A database closed to new connections (ALLOW_CONNECTIONS false, for maintenance).
+    (error.code === "55000" && error.message.includes("not currently accepting connections"))
+  )
+
+/**
+ * What a request whose statement failed on a lost connection is answered (503, 5.03): the
+ * store logs the outage once, so the request is not logged as a defect.
+ */
+export const storeLost = new Unavailable({ retryAfterSeconds: 1, message: "the store is not reachable; retry shortly" })
+
 const toSqlError = (cause: unknown): SqlError => {
   const code = typeof cause === "object" && cause !== null && "code" in cause && typeof cause.code === "string"
     ? cause.code
@@ -48,7 +87,8 @@ class Rollback {
  */
 const bridgeTransaction = <A, E, R>(
   begin: (body: (tx: SqlClient) => Promise<A>) => Promise<A>,
-  f: (tx: SqlClient) => Effect.Effect<A, E, R>
+  f: (tx: SqlClient) => Effect.Effect<A, E, R>,
+  failed: (cause: unknown) => SqlError = toSqlError
 ): Effect.Effect<A, E | SqlError, R> =>
   Effect.flatMap(Effect.context<R>(), (context) =>
     Effect.flatten(
@@ -64,7 +104,7 @@ const bridgeTransaction = <A, E, R>(
         Effect.catch((cause) =>
           cause instanceof Rollback
             ? Effect.succeed(cause.exit as Exit.Exit<A, E>)
-            : Effect.fail(toSqlError(cause))
+            : Effect.fail(failed(cause))
         )
       )
     )
@@ -90,20 +130,39 @@ const pgliteClient = (db: Pick<PGlite, "query" | "exec">, inTransaction: boolean
 type PostgresSql = postgres.Sql<Record<string, never>>
 type TransactionSql = postgres.TransactionSql<Record<string, never>>
 
-const postgresClient = (sql: PostgresSql | TransactionSql, root: PostgresSql | undefined): SqlClient => {
+/** The pool's link to the server: its outage, and how a failure is classified. */
+interface PostgresLink {
+  readonly outage: Outage
+  /**
+   * Called with a failure's cause, and the outage's epoch when the work started: the failure
+   * as a SqlError, counted as a loss when it is one.
+   */
+  readonly failed: (cause: unknown, epoch?: number) => SqlError
+}
+
+const postgresClient = (sql: PostgresSql | TransactionSql, root: PostgresSql | undefined, link: PostgresLink): SqlClient => {
+  const { outage } = link
   const self: SqlClient = {
     dialect: "postgres",
     query: <T>(text: string, params?: ReadonlyArray<unknown>) =>
       Effect.tryPromise({
-        // Parameters go through as text; the server casts them (the same as PGlite).
-        try: () => sql.unsafe(text, (params ?? []) as Array<postgres.ParameterOrJSON<never>>, { prepare: true }).then((rows) => rows as unknown as Array<T>),
-        catch: toSqlError
+        try: () => {
+          const epoch = outage.epoch
+          // Parameters go through as text; the server casts them (the same as PGlite).
+          return sql.unsafe(text, (params ?? []) as Array<postgres.ParameterOrJSON<never>>, { prepare: true }).then((rows) => {
+            if (outage.down) outage.restored(epoch)
+            return rows as unknown as Array<T>
+          }, (cause: unknown) => {
+            throw link.failed(cause, epoch)
+          })
+        },
+        catch: (cause) => cause instanceof SqlError ? cause : link.failed(cause)
       }),
-    exec: (text) => Effect.tryPromise({ try: () => sql.unsafe(text).simple().then(() => undefined), catch: toSqlError }),
+    exec: (text) => Effect.tryPromise({ try: () => sql.unsafe(text).simple().then(() => undefined), catch: link.failed }),
     transaction: (f) =>
       root === undefined
         ? f(self)
-        : bridgeTransaction((body) => root.begin((tx) => body(postgresClient(tx, undefined))) as Promise<never>, f)
+        : bridgeTransaction((body) => root.begin((tx) => body(postgresClient(tx, undefined, link))) as Promise<never>, f, link.failed)
   }
   return self
 }
@@ -143,32 +202,76 @@ const openPglite = (dataDir: string | undefined, role: string) =>
     (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
   )).pipe(Effect.map((db) => pgliteClient(db, false, db)))
 
+/** While the link is down, how often a `select 1` checks it, so recovery is seen without traffic. */
+const PROBE_EVERY_MS = 1_000
+
 const openPostgres = (url: Redacted.Redacted<string>) =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const sql = postgres(Redacted.value(url), {
-          max: 10,
-          onnotice: () => {},
-          connect_timeout: 5,
-          types: { bigint: int8AsNumber }
-        }) as unknown as PostgresSql
-        try {
-          await sql`select 1`
-        } catch (cause) {
-          await sql.end({ timeout: 0 })
-          throw cause
-        }
-        return sql
-      },
-      catch: (cause) =>
-        new StoreUnreachable({
-          setting: "DATABASE_URL",
-          message: `cannot reach the database at DATABASE_URL (${redactUrl(Redacted.value(url))}): ${cause instanceof Error ? cause.message : String(cause)}`
-        })
-    }),
-    (sql) => Effect.promise(() => sql.end({ timeout: 5 })).pipe(Effect.ignore)
-  ).pipe(Effect.map((sql) => postgresClient(sql, sql)))
+  Effect.gen(function*() {
+    const run = yield* FiberSet.makeRuntime<never>()
+    let ending = false
+    const outage = makeOutage({
+      lost: (reason) => `store: lost the connection to Postgres (${reason})`,
+      restored: (seconds) => `store: reconnected to Postgres after ${seconds} s`
+    }, {
+      warn: (message) => void run(Effect.logWarning(message)),
+      info: (message) => void run(Effect.logInfo(message))
+    })
+    let pool: PostgresSql | undefined
+    const probe = () => {
+      setTimeout(() => {
+        if (ending || !outage.down || pool === undefined) return
+        const epoch = outage.epoch
+        pool`select 1`.then(() => outage.restored(epoch), (cause: unknown) => void failed(cause, epoch)).finally(probe)
+      }, PROBE_EVERY_MS).unref()
+    }
+    const lost = (reason: string, epoch?: number) => {
+      if (ending) return
+      const wasDown = outage.down
+      outage.lost(reason, epoch)
+      if (!wasDown && outage.down) probe()
+    }
+    const failed = (cause: unknown, epoch?: number) => {
+      const error = toSqlError(cause)
+      if (isConnectionLoss(error)) lost(error.message, epoch)
+      return error
+    }
+    const sql = yield* Effect.acquireRelease(
+      Effect.tryPromise({
+        try: async () => {
+          const sql = postgres(Redacted.value(url), {
+            max: 10,
+            onnotice: () => {},
+            connect_timeout: 5,
+            types: { bigint: int8AsNumber },
+            // Connections are kept for the life of the process (no idle timeout, no maximum
+            // lifetime), so a connection that closes was closed by the server or the network.
+            max_lifetime: null,
+            onclose: (id) => lost(`connection ${id} closed by the server or the network`)
+          }) as unknown as PostgresSql
+          try {
+            await sql`select 1`
+          } catch (cause) {
+            ending = true
+            await sql.end({ timeout: 0 })
+            throw cause
+          }
+          return sql
+        },
+        catch: (cause) =>
+          new StoreUnreachable({
+            setting: "DATABASE_URL",
+            message: `cannot reach the database at DATABASE_URL (${redactUrl(Redacted.value(url))}): ${cause instanceof Error ? cause.message : String(cause)}`
+          })
+      }),
+      (sql) =>
+        Effect.promise(() => {
+          ending = true
+          return sql.end({ timeout: 5 })
+        }).pipe(Effect.ignore)
+    )
+    pool = sql
+    return postgresClient(sql, sql, { outage, failed })
+  })
 
 const redactUrl = (raw: string): string => {
   try {

@@ -1,9 +1,9 @@
-import { Context, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Schedule } from "effect"
 import { Unavailable } from "../domain/errors.ts"
 import type { ReadingInput } from "../energy/readings.ts"
 import { writeReadings } from "../energy/store.ts"
 import { touchDevices } from "./devices.ts"
-import { Sql, type SqlClient, type SqlError } from "./Sql.ts"
+import { isConnectionLoss, Sql, type SqlClient, type SqlError } from "./Sql.ts"
 
 export interface EventFile {
   readonly filename: string | null
@@ -71,6 +71,12 @@ export interface WriterOptions {
    * meanwhile waits and joins the next. A writer idle for this long writes at once.
    */
   readonly flushEveryMs: number
+  /**
+   * How long a batch whose connection was lost is written again (with a backoff up to 1 s)
+   * before it is answered with the failure: a short outage delays acknowledgements instead of
+   * refusing them, while the waiting items stay bounded by `maxPending` and `maxWaiting`.
+   */
+  readonly retryLostForMs: number
 }
 
 /**
@@ -82,7 +88,14 @@ export interface WriterOptions {
  * 0.48 → 0.36), publish → subscriber p99 9.9 / 22.5 / 20.8 → 9.9 / 8.9 / 19.2 ms, for 1.1 ms
  * more at the median (1.9 → 3.0 ms).
  */
-export const defaultWriterOptions: WriterOptions = { maxBatch: 2_000, maxPending: 20_000, maxWaiting: 100_000, maxFlushes: 2, flushEveryMs: 2 }
+export const defaultWriterOptions: WriterOptions = {
+  maxBatch: 2_000,
+  maxPending: 20_000,
+  maxWaiting: 100_000,
+  maxFlushes: 2,
+  flushEveryMs: 2,
+  retryLostForMs: 10_000
+}
 
 /** The store is behind: the item was not taken. */
 export const storeBehind = new Unavailable({ retryAfterSeconds: 1, message: "the store is behind; retry shortly" })
@@ -253,6 +266,26 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
   )
 }
 
+/** Failed on a lost connection (after `writeRetried`'s tries), not on its rows. */
+const cutOff = (exit: Exit.Exit<void, SqlError>) =>
+  Exit.isFailure(exit) && exit.cause.reasons.some((r) => Cause.isFailReason(r) && isConnectionLoss(r.error))
+
+/**
+ * A batch whose connection was lost (the server terminated it, or is unreachable) is written
+ * again: the pool's next pick may be another connection that died with the first and is not
+ * yet seen closed, or a connection attempt begun during the outage. A batch that had committed
+ * just before the loss fails again on its primary key and is refused, so the sender re-sends
+ * it: stored twice at worst, never lost.
+ */
+const writeRetried = (sql: SqlClient, items: ReadonlyArray<WriteItem>, retryLostForMs: number) =>
+  writeBatch(sql, items).pipe(Effect.retry({
+    schedule: Schedule.max([
+      Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")]),
+      Schedule.during(Duration.millis(retryLostForMs))
+    ]),
+    while: isConnectionLoss
+  }))
+
 /**
  * Group commit: items that arrive while batches are being written, or within `flushEveryMs` of
  * the last batch's start, wait and go together in the next one, so throughput grows with load
@@ -261,7 +294,7 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
  * order of its writes.
  */
 export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> = {}) => {
-  const { maxBatch, maxFlushes, maxPending, maxWaiting, flushEveryMs } = { ...defaultWriterOptions, ...options }
+  const { maxBatch, maxFlushes, maxPending, maxWaiting, flushEveryMs, retryLostForMs } = { ...defaultWriterOptions, ...options }
   const secondFlushAt = Math.max(1, Math.floor(maxBatch / 4))
   let queue: Array<Waiter> = []
   let writing = 0
@@ -278,11 +311,15 @@ export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> = {})
   }
 
   const writeOne = async (batch: ReadonlyArray<Waiter>): Promise<Exit.Exit<void, SqlError> | Array<Exit.Exit<void, SqlError>>> => {
-    const exit = await Effect.runPromiseExit(writeBatch(sql, batch.map((w) => w.item)))
-    if (Exit.isSuccess(exit) || batch.length === 1) return exit
+    const exit = await Effect.runPromiseExit(writeRetried(sql, batch.map((w) => w.item), retryLostForMs))
+    if (Exit.isSuccess(exit) || batch.length === 1 || cutOff(exit)) return exit
     // One bad row (say, its device was deleted meanwhile) must not fail its neighbours.
     const exits: Array<Exit.Exit<void, SqlError>> = []
-    for (const waiter of batch) exits.push(await Effect.runPromiseExit(writeBatch(sql, [waiter.item])))
+    for (const waiter of batch) {
+      const last = exits.at(-1)
+      // The store was lost meanwhile and stayed lost: the rest is not tried one by one.
+      exits.push(last !== undefined && cutOff(last) ? last : await Effect.runPromiseExit(writeRetried(sql, [waiter.item], retryLostForMs)))
+    }
     return exits
   }
 

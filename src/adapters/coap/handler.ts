@@ -6,6 +6,7 @@ import { InvalidInput, NotFound, PayloadTooLarge, Unauthorized, UnsupportedMedia
 import { type EventJson, Ingest, type IngestError } from "../../ingest/Ingest.ts"
 import { parseJson } from "../../ingest/payload.ts"
 import { eventInput, locationInput, MAX_EVENT_DATA_BYTES } from "../../ingest/schemas.ts"
+import { isConnectionLoss, storeLost } from "../../store/Sql.ts"
 import { expandDottedKeys } from "../http/body.ts"
 import { parseInput } from "../validation.ts"
 import { coapError, type CoapReply, internalError, methodNotAllowed } from "./errors.ts"
@@ -127,6 +128,7 @@ export const handleCoap = (request: CoapRequest): Effect.Effect<CoapReply, never
     Effect.catchCause((cause) => {
       const failure = cause.reasons.find(Cause.isFailReason)
       if (failure !== undefined && failure.error._tag !== "SqlError") return Effect.succeed(coapError(failure.error))
+      if (failure !== undefined && failure.error._tag === "SqlError" && isConnectionLoss(failure.error)) return Effect.succeed(coapError(storeLost))
       return Effect.as(Effect.logError(`coap ${request.method} ${request.path} failed: ${Cause.pretty(cause)}`), internalError())
     })
   )

@@ -1,10 +1,11 @@
 import { OpenAPIHono } from "@hono/zod-openapi"
 import type { Context as HonoContext } from "hono"
 import { Scalar } from "@scalar/hono-api-reference"
-import { Cause, Context, Effect, Exit } from "effect"
+import { Cause, Context, Effect, Exit, Option } from "effect"
 import { bodyLimit } from "hono/body-limit"
 import { HTTPException } from "hono/http-exception"
 import { methodNotAllowed } from "hono/method-not-allowed"
+import { Bus } from "../../bus/Bus.ts"
 import { Sql } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
@@ -29,6 +30,7 @@ const UNREAD_BODY_KEEP_ALIVE = 64 * 1024
 export const makeHttpApp = Effect.gen(function*() {
   const context = yield* Effect.context<HttpServices>()
   const sql = Context.get(context, Sql)
+  const bus = Option.getOrUndefined(yield* Effect.serviceOption(Bus))
 
   const app = new OpenAPIHono()
   const v1 = new OpenAPIHono()
@@ -82,14 +84,20 @@ export const makeHttpApp = Effect.gen(function*() {
   })
 
   const health = () => ({ status: "ok" })
-  const ready = async () => {
+  /** Why this process should not take traffic now, if it should not: a lost store or bus. */
+  const notReady = async (): Promise<string | undefined> => {
     const exit = await Effect.runPromiseExit(Effect.timeout(sql.query("SELECT 1"), "2 seconds"))
-    return Exit.isSuccess(exit)
+    if (Exit.isFailure(exit)) return "the store is not reachable"
+    // Without the bus, live deliveries and credential notices of other processes are lost.
+    if (bus !== undefined && !bus.connected()) return "the bus (NATS) is not reachable"
+    return undefined
   }
   for (const prefix of ["", "/v1"]) {
     app.get(`${prefix}/health`, (c) => c.json(health()))
-    app.get(`${prefix}/ready`, async (c) =>
-      (await ready()) ? c.json({ status: "ready" }) : sendStatus(c, 503, "unavailable", "the store is not reachable", { "Retry-After": "1" }))
+    app.get(`${prefix}/ready`, async (c) => {
+      const why = await notReady()
+      return why === undefined ? c.json({ status: "ready" }) : sendStatus(c, 503, "unavailable", why, { "Retry-After": "1" })
+    })
   }
 
   accountRoutes(api)

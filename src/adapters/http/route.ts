@@ -5,7 +5,7 @@ import type { ContentfulStatusCode } from "hono/utils/http-status"
 import { type Access, allows, type Principal } from "../../auth/Principal.ts"
 import { Auth } from "../../auth/Auth.ts"
 import { type DomainError, Forbidden, InvalidInput } from "../../domain/errors.ts"
-import type { Sql, SqlError } from "../../store/Sql.ts"
+import { isConnectionLoss, type Sql, type SqlError, storeLost } from "../../store/Sql.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
 import type { SignInGuard } from "../../auth/SignInGuard.ts"
 import type { Supervisor } from "../../supervisor/Supervisor.ts"
@@ -152,6 +152,7 @@ export class Api {
       }
       const failure = exit.cause.reasons.find(Cause.isFailReason)
       if (failure !== undefined && failure.error._tag !== "SqlError") return sendError(c, failure.error)
+      if (failure !== undefined && failure.error._tag === "SqlError" && isConnectionLoss(failure.error)) return sendError(c, storeLost)
       await run(Effect.logError(printable(`http ${c.req.method} ${c.req.path} failed`), exit.cause))
       return sendStatus(c, 500, "internal", "the server failed to answer this request; it has been logged")
     })

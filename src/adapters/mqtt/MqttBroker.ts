@@ -32,7 +32,8 @@ export const REFUSAL_WINDOW = Duration.seconds(60)
 /**
  * While the store is behind (`Unavailable`), a publish is retried and its PUBACK delayed
  * rather than the message dropped; a store behind for this long closes the connection
- * unacknowledged, so the client sends the message again after reconnecting.
+ * unacknowledged, so the client sends the message again after reconnecting. A CONNECT waits
+ * as long for a store it cannot reach.
  */
 const STORE_BEHIND_LIMIT = Duration.seconds(30)
 const storeBehindRetry = Schedule.max([
@@ -168,6 +169,9 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         // A CONNECT that closed its connection as it was read (`guardConnection`) was logged there.
         client.conn.destroyed ? done(authError(CONNACK_BAD_USERNAME_OR_PASSWORD, "connection closed"), false) : run(
           auth.authenticate(username).pipe(
+            // A lost store holds the CONNACK back (as it holds a PUBACK) rather than refusing at
+            // once: mqtt.js, by default, stops reconnecting after a refused CONNECT.
+            Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "SqlError" && !client.conn.destroyed }),
             Effect.matchEffect({
               onSuccess: (principal) =>
                 // A device's CONNECT is a sign of life; the CONNACK waits while its actor's mailbox is full.
@@ -236,10 +240,16 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         callback(null)
       }
 
+      /** Connections already closing because a publish of theirs could not be stored. */
+      const notStored = new WeakSet<Client>()
+
       const refuse = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => (e: IngestError) => {
         const refusal = mqttRefusal(e)
         if (e._tag === "Unavailable" || e._tag === "SqlError") {
-          // Not the client's fault: no PUBACK, so it sends the message again.
+          // Not the client's fault: no PUBACK, so it sends the message again. Logged once per
+          // connection: its other publishes waiting on the same lost store follow it.
+          if (notStored.has(client)) return Effect.sync(() => callback(new AlreadyLogged(refusal.message)))
+          notStored.add(client)
           return Effect.andThen(
             Effect.logWarning(
               printable(
