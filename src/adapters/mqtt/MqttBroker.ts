@@ -1,11 +1,10 @@
-import { Aedes, type AedesOptions, type AuthenticateError, type Client, type PublishPacket } from "aedes"
+import type { AedesOptions, Client, PublishPacket } from "aedes"
 import { Cause, Context, Duration, Effect, Exit, FiberSet, Layer, Option, Schedule } from "effect"
 import type { IncomingMessage } from "node:http"
 import type { Duplex } from "node:stream"
 import { Auth } from "../../auth/Auth.ts"
-import type { Principal } from "../../auth/Principal.ts"
 import { Bus } from "../../bus/Bus.ts"
-import { INGESTED_TOPIC, subscriptionDevice } from "../../bus/topics.ts"
+import { INGESTED_TOPIC } from "../../bus/topics.ts"
 import { InvalidInput } from "../../domain/errors.ts"
 import { Activity } from "../../ingest/Activity.ts"
 import { Ingest, type IngestError } from "../../ingest/Ingest.ts"
@@ -14,8 +13,9 @@ import { printable } from "../logLine.ts"
 import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_IDENTIFIER_REJECTED, CONNACK_SERVER_UNAVAILABLE, mqttRefusal } from "./errors.ts"
 import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
 import { BoundedMemoryPersistence, MAX_QUEUED_PER_CLIENT } from "./persistence.ts"
-import { stringRule } from "../../ingest/payload.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
+import { AlreadyLogged, authError, type ClientIdHolder, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes } from "./sessions.ts"
+import { makeSubscriptions } from "./subscriptions.ts"
 
 export interface MqttBrokerService {
   /** Serves one MQTT connection: a TCP socket, a WebSocket stream or an in-memory duplex. */
@@ -40,74 +40,6 @@ const storeBehindRetry = Schedule.max([
   Schedule.min([Schedule.exponential("25 millis"), Schedule.spaced("1 second")]).pipe(Schedule.jittered),
   Schedule.during(STORE_BEHIND_LIMIT)
 ])
-
-/** Device id → organisation, for subscription checks; devices never change organisation. */
-const OWNER_CACHE_MAX = 100_000
-
-interface Session {
-  /** The MQTT username it connected with, re-checked when credentials change. */
-  readonly credential: string
-  principal: Principal
-  /** When its recent publishes were refused (at most `MAX_REFUSALS`, oldest first). */
-  readonly refusals: Array<number>
-  /** Devices whose topics this session was allowed to subscribe to (deliveries are checked against it). */
-  readonly watched: Set<string>
-}
-
-/** Who a client id belongs to: a persistent session is resumed only by the principal that made it. */
-interface ClientIdHolder {
-  readonly principal: string
-  /** The connection using it now, if any. */
-  client: Client | undefined
-}
-
-/** A principal as the owner of client ids: a user by user (any of its tokens), others by id. */
-const principalKey = (principal: Principal) => `${principal.kind}/${principal.organisationId}/${principal.id}`
-
-/** The device a delivery's topic is about (`devices/{id}/…`). */
-const deliveryDevice = (topic: string): string | undefined => {
-  if (!topic.startsWith("devices/")) return undefined
-  const end = topic.indexOf("/", 8)
-  return end === -1 ? undefined : topic.slice(8, end)
-}
-
-/**
- * aedes, except that a publish already ingested (re-routed to `INGESTED_TOPIC`) ends there: it
- * reached the store, and subscribers get the stored resource from the bus, so routing the raw
- * packet through the broker's emitter and offline queue would be work for nobody. aedes calls
- * `publish(packet, client, done)` for a client's publish, `publish(packet, done)` for its own.
- */
-class VoltaicAedes extends Aedes {
-  override publish(packet: PublishPacket, client: Client | null | ((error?: Error) => void), done?: (error?: Error) => void): void {
-    if (packet.topic === INGESTED_TOPIC) {
-      const callback = typeof client === "function" ? client : done
-      if (callback !== undefined) callback()
-      return
-    }
-    // The base's declared signature names only its own two-argument form.
-    Reflect.apply(Aedes.prototype.publish, this, [packet, client, done])
-  }
-}
-
-/** Closes a connection after its cause was already logged (aedes reports it as a client error). */
-class AlreadyLogged extends Error {}
-
-/** Where a connection comes from, read when it is accepted (a closed socket no longer says). */
-const describePeer = (connection: Duplex, request: IncomingMessage | undefined): string => {
-  const socket = request?.socket ?? connection
-  const address = "remoteAddress" in socket ? socket.remoteAddress : undefined
-  const port = "remotePort" in socket ? socket.remotePort : undefined
-  if (typeof address !== "string") return "memory"
-  return typeof port === "number" ? `${address}:${port}` : address
-}
-
-const authError = (
-  returnCode: typeof CONNACK_SERVER_UNAVAILABLE | typeof CONNACK_BAD_USERNAME_OR_PASSWORD | typeof CONNACK_IDENTIFIER_REJECTED,
-  message: string
-) => {
-  const error: AuthenticateError = Object.assign(new Error(message), { returnCode })
-  return error
-}
 
 /**
  * The aedes broker: every hook goes through `Auth` and `Ingest`; nothing is decided here
@@ -150,7 +82,6 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       })
       /** Open connections with a session, for re-checking credentials. */
       const live = new Map<Client, Session>()
-      const owners = new Map<string, string>()
 
       /**
        * A defect while serving one connection (a bug of ours, whatever the input) is logged with
@@ -322,64 +253,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "Unavailable" && !client.closed })
           )
 
-      const mayWatch = (principal: Principal, deviceId: string) => {
-        if (principal.kind === "device") return Effect.succeed(principal.id === deviceId)
-        if (principal.kind === "management") return Effect.succeed(false)
-        const known = owners.get(deviceId)
-        if (known !== undefined) return Effect.succeed(known === principal.organisationId)
-        return sql.query<{ organisation_id: string }>("SELECT organisation_id FROM devices WHERE id = $1", [deviceId]).pipe(
-          Effect.map(([row]) => {
-            if (row === undefined) return false
-            if (owners.size >= OWNER_CACHE_MAX) owners.clear()
-            owners.set(deviceId, row.organisation_id)
-            return row.organisation_id === principal.organisationId
-          })
-        )
-      }
-
-      const authorizeSubscribe: NonNullable<AedesOptions["authorizeSubscribe"]> = (client, subscription, callback) => {
-        const session = sessions.get(client)
-        const deviceId = subscriptionDevice(subscription.topic)
-        const refuse = (why: string) =>
-          Effect.andThen(
-            Effect.logWarning(printable(`mqtt subscription to ${subscription.topic} from ${peer(client)} refused: ${why}`)),
-            // A null subscription is answered 0x80 in the SUBACK [MQTT-3.9.3].
-            Effect.sync(() => callback(null, null))
-          )
-        if (isDropped(subscription)) return callback(null, null)
-        if (session === undefined) return run(refuse("no session"))
-        const topicRule = stringRule(subscription.topic)
-        if (topicRule !== undefined) return run(refuse(`the topic ${topicRule}`))
-        if (deviceId === undefined) return run(refuse("not a device's events, locations or command runs"))
-        run(
-          mayWatch(session.principal, deviceId).pipe(
-            Effect.matchEffect({
-              onSuccess: (allowed) => {
-                if (!allowed) return refuse(`device ${deviceId} is not this credential's`)
-                // Granted as asked: QoS 2 was lowered to 1 as the packet was read (`guardConnection`).
-                return Effect.sync(() => {
-                  session.watched.add(deviceId)
-                  callback(null, subscription)
-                })
-              },
-              onFailure: (e) => refuse(`store failed: ${e.message}`)
-            }),
-            Effect.catchCause((cause) =>
-              defect(client, `subscription to ${subscription.topic}`, cause, () => callback(new AlreadyLogged("defect"), null))
-            )
-          )
-        )
-      }
-
-      /**
-       * Every delivery, live or replayed from a persistent session's queue, goes only to a session
-       * that was allowed to subscribe to its device: a subscription is checked once, and a queue
-       * is kept for a client id, so this is what stops a queue reaching anyone else.
-       */
-      const authorizeForward: NonNullable<AedesOptions["authorizeForward"]> = (client, packet) => {
-        const deviceId = deliveryDevice(packet.topic)
-        return deviceId !== undefined && sessions.get(client)?.watched.has(deviceId) === true ? packet : null
-      }
+      const { authorizeSubscribe, authorizeForward } = makeSubscriptions({ sql, sessions, run, peer, defect })
 
       const broker = yield* Effect.acquireRelease(
         Effect.promise(async () => {
@@ -426,44 +300,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         )
       )
 
-      /** A revoked token or rotated key closes the sessions it opened. */
-      const recheck = Effect.gen(function*() {
-        const byCredential = new Map<string, Array<Client>>()
-        for (const [client, session] of live) {
-          const clients = byCredential.get(session.credential)
-          if (clients === undefined) byCredential.set(session.credential, [client])
-          else clients.push(client)
-        }
-        yield* Effect.forEach(
-          byCredential,
-          ([credential, clients]) =>
-            auth.authenticate(credential).pipe(
-              Effect.matchEffect({
-                onSuccess: (principal) =>
-                  Effect.sync(() => {
-                    for (const client of clients) {
-                      const session = live.get(client)
-                      if (session !== undefined) session.principal = principal
-                    }
-                  }),
-                onFailure: (e) =>
-                  e._tag === "Unauthorized"
-                    ? Effect.forEach(clients, (client) =>
-                      Effect.andThen(
-                        Effect.logInfo(`mqtt session of ${peer(client)} closed: its credential was revoked or rotated`),
-                        Effect.sync(() => {
-                          // Its will, published as the connection closes, is refused with it.
-                          sessions.delete(client)
-                          client.close()
-                        })
-                      ), { discard: true })
-                    // Not re-checked: `Auth` runs this again at its next check of the store.
-                    : Effect.fail(e)
-              })
-            ),
-          { concurrency: 8, discard: true }
-        )
-      })
+      const recheck = recheckSessions({ auth, live, sessions, peer })
       yield* auth.onCredentialsChanged(recheck)
 
       return MqttBroker.of({
