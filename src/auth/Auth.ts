@@ -118,7 +118,12 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         }
       }
 
-      const authenticate = (secret: string | undefined): Effect.Effect<Principal, Unauthorized | SqlError> => {
+      // Suspended: the cache is read when the effect runs, not when it is built (a caller may
+      // build it before a wait, as a held-back CONNECT does, and a change may come meanwhile).
+      const authenticate = (secret: string | undefined): Effect.Effect<Principal, Unauthorized | SqlError> =>
+        Effect.suspend(() => authenticateNow(secret))
+
+      const authenticateNow = (secret: string | undefined): Effect.Effect<Principal, Unauthorized | SqlError> => {
         if (secret === undefined || secret.trim() === "") return Effect.fail(missing)
         const kind = secretKind(secret)
         if (kind === undefined) return Effect.fail(unknown)

@@ -1,3 +1,4 @@
+import { Deferred, Effect, Exit, Scope } from "effect"
 import type { MqttClient } from "mqtt"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Bus } from "../../src/bus/Bus.ts"
@@ -161,3 +162,42 @@ for (const kind of STORE_KINDS) {
     }
   })
 }
+
+describe("a device CONNECT held back while its key is rotated", () => {
+  let t: MqttTestApp
+  beforeAll(async () => {
+    t = await startMqttApp("pglite")
+  })
+  afterAll(() => t?.close())
+
+  it("is refused when the change was applied during the wait: its credential is asked for again before the session is registered", async () => {
+    const space = await t.call("POST", "/spaces", { body: { name: "Held" } })
+    const device = (await t.call("POST", "/devices", { body: { name: "Held", space: { id: space.body.id } } })).body
+    // The device's actor mailbox is full for its first CONNECT (as `Activity.offer` waits) until released.
+    const gate = Effect.runSync(Deferred.make<void>())
+    const reached = Effect.runSync(Deferred.make<void>())
+    let held = false
+    const scope = Effect.runSync(Scope.make())
+    const offer = () => {
+      if (held) return Effect.void
+      held = true
+      return Effect.andThen(Deferred.succeed(reached, undefined), Deferred.await(gate))
+    }
+    await Effect.runPromise(Effect.provideService(t.activity.subscribe({ publish: () => {}, offer }), Scope.Scope, scope))
+    const connecting = t.connectInMemory({ username: device.secretKey, password: " " }).then(
+      (client) => client,
+      (e: Error) => e
+    )
+    await Effect.runPromise(Deferred.await(reached))
+    // A witness session on the same key: once it is closed, the change was applied in this process.
+    const witness = await t.connectInMemory({ username: device.secretKey, password: " " })
+    const witnessClosed = closedBy(witness)
+    expect((await t.call("POST", `/devices/${device.id}/secretKey`)).status).toBe(200)
+    await witnessClosed
+    await Effect.runPromise(Deferred.succeed(gate, undefined))
+    const outcome = await connecting
+    expect(outcome).toBeInstanceOf(Error)
+    expect(String(outcome)).toMatch(/Bad username or password/)
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  })
+})

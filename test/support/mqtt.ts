@@ -7,6 +7,7 @@ import { MqttBroker, type MqttBrokerService } from "../../src/adapters/mqtt/Mqtt
 import { MqttListeners, MqttLive, MqttServer, type MqttServerService } from "../../src/adapters/mqtt/MqttServer.ts"
 import { coreOn } from "../../src/app.ts"
 import { Bus } from "../../src/bus/Bus.ts"
+import { Activity } from "../../src/ingest/Activity.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, type TestResponse } from "./app.ts"
 import { createPostgresDatabase, type StoreKind, type TestDatabase } from "./databases.ts"
 
@@ -21,6 +22,8 @@ export interface LogLine {
 export interface MqttTestApp {
   readonly app: OpenAPIHono
   readonly broker: MqttBrokerService
+  /** Where device activity goes (the actors); a test may subscribe to hold it back. */
+  readonly activity: Context.Service.Shape<typeof Activity>
   /** Bound ports, when started with `listen`. */
   readonly server: MqttServerService | undefined
   /** Every log line of the core and MQTT layers at or above `LOG_LEVEL` (default warn). */
@@ -127,6 +130,7 @@ export const startMqttApp = async (
   return {
     app,
     broker,
+    activity: Context.get(context, Activity),
     server: Option.getOrUndefined(Context.getOption(context, MqttServer)),
     logs,
     call,

@@ -96,19 +96,33 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           Effect.sync(close)
         )
 
+      /**
+       * A CONNECT's credential. A lost store holds the CONNACK back (as it holds a PUBACK) rather
+       * than refusing at once: mqtt.js, by default, stops reconnecting after a refused CONNECT.
+       */
+      const credential = (client: Client, username: string | undefined) =>
+        auth.authenticate(username).pipe(
+          Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "SqlError" && !client.conn.destroyed })
+        )
+
       const authenticate: NonNullable<AedesOptions["authenticate"]> = (client, username, _password, done) =>
         // A CONNECT that closed its connection as it was read (`guardConnection`) was logged there.
         client.conn.destroyed ? done(authError(CONNACK_BAD_USERNAME_OR_PASSWORD, "connection closed"), false) : run(
-          auth.authenticate(username).pipe(
-            // A lost store holds the CONNACK back (as it holds a PUBACK) rather than refusing at
-            // once: mqtt.js, by default, stops reconnecting after a refused CONNECT.
-            Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "SqlError" && !client.conn.destroyed }),
+          credential(client, username).pipe(
+            // A device's CONNECT is a sign of life; the CONNACK waits while its actor's mailbox is
+            // full. A change applied meanwhile re-checks only the sessions registered, not this
+            // one, so the credential is asked for again (from the cache, unless it changed).
+            Effect.flatMap((principal) =>
+              principal.kind === "device" && activity !== undefined
+                ? Effect.andThen(
+                  activity.offer({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now(), session: true }),
+                  credential(client, username)
+                )
+                : Effect.succeed(principal)
+            ),
             Effect.matchEffect({
               onSuccess: (principal) =>
-                // A device's CONNECT is a sign of life; the CONNACK waits while its actor's mailbox is full.
-                (principal.kind === "device" && activity !== undefined
-                  ? activity.offer({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now(), session: true })
-                  : Effect.void).pipe(Effect.andThen(Effect.suspend(() => {
+                Effect.suspend(() => {
                   const key = principalKey(principal)
                   const holder = clientIds.get(client.id)
                   // Another principal's client id: taking it over would close that session and
@@ -137,7 +151,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
                     })
                     done(null, true)
                   })
-                }))),
+                }),
               onFailure: (e) =>
                 Effect.andThen(
                   Effect.logWarning(
