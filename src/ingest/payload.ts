@@ -9,7 +9,7 @@ import { InvalidInput } from "../domain/errors.ts"
  *   jsonb refuse;
  * - numbers are finite (`1e400` and a 400-digit integer parse to Infinity, which JSON cannot
  *   carry and would be stored as null);
- * - the keys `__proto__`, `constructor` and `prototype` are refused, anywhere and as any part
+ * - the keys `__proto__`, `constructor` and `prototype` are refused, anywhere and in every part
  *   of a dotted key: kept, they reach prototypes in the clients that read them back, and
  *   dropped, a client's data would change silently. No field of the interface has such a name.
  * A breach is an `InvalidInput` naming the field and the rule (400, a dropped and counted MQTT
