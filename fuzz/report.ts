@@ -1,0 +1,110 @@
+import type { Findings } from "./oracle.ts"
+import type { Death, Defect } from "./server.ts"
+import type { Protocol, Tally } from "./tally.ts"
+
+export interface StoreRun {
+  readonly store: string
+  readonly seconds: number
+  readonly tally: Tally
+  readonly findings: Findings | undefined
+  readonly deaths: ReadonlyArray<Death>
+  readonly healthChecks: number
+  readonly healthFailures: ReadonlyArray<string>
+  readonly defects: ReadonlyMap<string, Defect>
+  readonly mqttConnects: number
+  readonly mqttDeliveries: number
+  readonly coapStrays: ReadonlyMap<string, number>
+  /** Replayed inputs behind the oracle's findings. */
+  readonly replays: ReadonlyArray<{ readonly kind: string; readonly input: string }>
+  /** Set when the run stopped early. */
+  readonly aborted?: string | undefined
+}
+
+const PROTOCOLS: ReadonlyArray<Protocol> = ["mqtt", "coap", "rest"]
+const n = (x: number) => x.toLocaleString("en-US")
+const cell = (s: string) => s.replaceAll("|", "\\|").replaceAll("\n", " ")
+
+/** The figures that must be 0, with their values. */
+export const mustBeZero = (run: StoreRun): Array<readonly [string, number]> => {
+  const rows: Array<readonly [string, number]> = [
+    ["process deaths", run.deaths.length],
+    ["/health checks failed", run.healthFailures.length],
+    ["HTTP 5xx (but 503)", run.tally.total("failed", "rest")],
+    ["CoAP 5.xx (but 5.03, 5.05)", run.tally.total("failed", "coap")],
+    ["MQTT malformed answers", run.tally.total("failed", "mqtt")]
+  ]
+  if (run.findings === undefined) return [...rows, ["stored rows not checked (run aborted)", 1]]
+  const f = run.findings
+  for (const [table, count] of Object.entries(f.storedFromInvalid)) rows.push([`rows stored from known-invalid inputs: ${table}`, count])
+  rows.push(["rows stored though their input was refused", f.storedFromRefused])
+  for (const p of PROTOCOLS) rows.push([`valid inputs acknowledged but not stored: ${p}`, f.ackedNotStored[p]])
+  rows.push(["inputs stored twice", f.storedTwice])
+  return rows
+}
+
+export const failed = (run: StoreRun) => run.aborted !== undefined || mustBeZero(run).some(([, v]) => v !== 0)
+
+/** The markdown of one store's run (also printed at the end of the run). */
+export const storeSection = (run: StoreRun): string => {
+  const t = run.tally
+  const lines: Array<string> = []
+  lines.push(`### ${run.store}`, "")
+  lines.push(`${n(t.inputs)} inputs in ${run.seconds.toFixed(0)} s (${n(Math.round(t.inputs / run.seconds))}/s); ` +
+    `${n(run.mqttConnects)} MQTT session CONNECTs, ${n(run.mqttDeliveries)} deliveries received${run.aborted === undefined ? "" : `; **stopped early: ${run.aborted}**`}.`, "")
+  lines.push("| must be 0 | count |", "| --- | ---: |")
+  for (const [what, value] of mustBeZero(run)) lines.push(`| ${what} | ${value === 0 ? "0" : `**${n(value)}** ✗`} |`)
+  lines.push("")
+  lines.push("| protocol | inputs | valid | known-invalid | odd (mutated, garbage, random) |", "| --- | ---: | ---: | ---: | ---: |")
+  for (const p of PROTOCOLS) {
+    const of = (marker: string) => [...t.byMarker].filter(([k]) => k.startsWith(`${p}\t${marker}`)).reduce((s, [, v]) => s + v, 0)
+    lines.push(`| ${p} | ${n(t.sent[p])} | ${n(of("valid"))} | ${n(of("invalid"))} | ${n(of("odd"))} |`)
+  }
+  lines.push("")
+  lines.push("| protocol | input | answer | count |", "| --- | --- | --- | ---: |")
+  for (const p of PROTOCOLS) {
+    for (const marker of ["valid", "invalid", "odd"]) {
+      const answers = [...t.counts].filter(([k]) => k.startsWith(`${p}\t${marker}`)).sort((a, b) => a[0].split("\t")[1].localeCompare(b[0].split("\t")[1]) || b[1] - a[1])
+      for (const [k, v] of answers) lines.push(`| ${p} | ${k.split("\t")[1]} | ${cell(k.split("\t")[2])} | ${n(v)} |`)
+    }
+  }
+  for (const [what, v] of run.coapStrays) lines.push(`| coap | odd | answer matching no request: ${cell(what)} | ${n(v)} |`)
+  lines.push("")
+  if (run.findings !== undefined) {
+    const f = run.findings
+    lines.push("| valid tagged inputs | mqtt | coap | rest |", "| --- | ---: | ---: | ---: |")
+    lines.push(`| acknowledged (PUBACK / 2.01 / 200) | ${PROTOCOLS.map((p) => n(f.validAcked[p])).join(" | ")} |`)
+    lines.push(`| stored | ${PROTOCOLS.map((p) => n(f.validStored[p])).join(" | ")} |`)
+    lines.push("", `Stored although the answer was lost (timeout, reset, connection closed): ${n(f.storedAnswerLost)}.`, "")
+  }
+  const invalidKinds = [...t.byMarker].filter(([k]) => k.includes("\tinvalid/")).map(([k, v]) => [k.split("\t")[1].slice("invalid/".length), v] as const)
+  const byKind = new Map<string, number>()
+  for (const [kind, v] of invalidKinds) byKind.set(kind, (byKind.get(kind) ?? 0) + v)
+  lines.push(`Known-invalid inputs by rule: ${[...byKind].sort((a, b) => b[1] - a[1]).map(([k, v]) => `${k} ${n(v)}`).join(", ")}.`, "")
+  if (run.defects.size > 0) {
+    lines.push("Defects in the server log (error lines and anything printed outside the logger), by kind:", "")
+    for (const { first, count } of [...run.defects.values()].sort((a, b) => b.count - a.count).slice(0, 15)) {
+      lines.push(`- ${n(count)}×:`, "", "  ```", ...first.map((l) => `  ${l.slice(0, 300)}`), "  ```")
+    }
+    lines.push("")
+  }
+  for (const death of run.deaths) {
+    lines.push(`Death at ${death.at} (code ${death.code}, signal ${death.signal}); the log's last lines:`, "", "```", ...death.tail.slice(-12).map((l) => l.slice(0, 400)), "```", "")
+  }
+  const samples = [...t.samples, ...run.replays.map((r) => ({ protocol: "", outcome: r.kind, input: r.input }))]
+  if (samples.length > 0) {
+    lines.push("Inputs behind failures (the first few of each kind):", "")
+    for (const s of samples.slice(0, 40)) lines.push(`- ${s.protocol} ${cell(s.outcome)}: \`${cell(s.input.slice(0, 500))}\``)
+    lines.push("")
+  }
+  return lines.join("\n")
+}
+
+/** One progress line. */
+export const progress = (store: string, t: Tally, total: number, startedAt: number, deaths: number): string => {
+  const seconds = (Date.now() - startedAt) / 1000
+  const rate = t.inputs / Math.max(seconds, 0.001)
+  const left = rate > 0 ? (total - t.inputs) / rate : Number.NaN
+  const failures = t.total("failed")
+  return `${store}: ${n(t.inputs)}/${n(total)} inputs (mqtt ${n(t.sent.mqtt)}, coap ${n(t.sent.coap)}, rest ${n(t.sent.rest)}) ` +
+    `${n(Math.round(rate))}/s, ${seconds.toFixed(0)} s, ~${Number.isNaN(left) ? "?" : left.toFixed(0)} s left; server errors ${n(failures)}, deaths ${deaths}`
+}

@@ -1,0 +1,157 @@
+/**
+ * The server under fuzzing: `src/main.ts` as a child process with every listener on a free
+ * port, restarted on the same store if it dies (each death counted, with the end of its log),
+ * its log read for defects, and `/health` polled.
+ */
+import { createWriteStream, type WriteStream } from "node:fs"
+import { get } from "node:http"
+import { fileURLToPath } from "node:url"
+import { type Child, serverNodeFlags, start, stop } from "../bench/harness.ts"
+
+export const ROOT = fileURLToPath(new URL("../", import.meta.url))
+export const HOST = "127.0.0.1"
+
+export interface Ports {
+  readonly http: number
+  readonly mqtt: number
+  readonly coap: number
+}
+
+export interface Death {
+  readonly at: string
+  readonly code: number | null
+  readonly signal: string | null
+  readonly tail: ReadonlyArray<string>
+}
+
+const LISTENING = {
+  http: /http listening on [^\s:]+:(\d+)/,
+  mqtt: /mqtt listening on [^\s:]+:(\d+)/,
+  coap: /coap listening on [^\s:]+:(\d+)/
+} as const
+
+/** A line of the server's logger: `[08:12:52.342] WARN (#72): message`. */
+const LOG_LINE = /^\[\d\d:\d\d:\d\d\.\d+\] ([A-Z]+) /
+
+/** The line without what changes from one occurrence to the next (time, fiber, ids, numbers), to count kinds. */
+const kindOf = (line: string) =>
+  line.replace(/^\[[^\]]*\] /, "").replace(/\(#\d+\)/, "").replace(/\b(dev|evt|loc|spc|cmd)_[0-9a-z]+/g, "$1_…").replace(/\d+/g, "N").slice(0, 300)
+
+/** A kind of defect in the log: its first occurrence (with up to 12 continuation lines, a stack) and how many. */
+export interface Defect {
+  readonly first: Array<string>
+  count: number
+}
+
+export class ServerUnderTest {
+  ports: Ports = { http: 0, mqtt: 0, coap: 0 }
+  readonly deaths: Array<Death> = []
+  /** Error and fatal log lines, and anything printed outside the logger (a stack), by kind. */
+  readonly defects = new Map<string, Defect>()
+  private block: Defect | undefined
+  healthChecks = 0
+  healthFailures: Array<string> = []
+  private child: Child | undefined
+  private stopping = false
+  private up: Promise<void> = Promise.resolve()
+  private poller: NodeJS.Timeout | undefined
+
+  /** `logPath`: where to keep the server's whole log (FUZZ_LOG), for looking into a finding. */
+  constructor(private readonly env: NodeJS.ProcessEnv, private readonly maxDeaths: number, logPath?: string) {
+    this.logFile = logPath === undefined ? undefined : createWriteStream(logPath, { flags: "a" })
+  }
+
+  private readonly logFile: WriteStream | undefined
+
+  /** Resolves while the server is up; waits while it is being restarted. */
+  readonly gate = (): Promise<void> => this.up
+
+  private onLine = (line: string) => {
+    this.logFile?.write(`${line}\n`)
+    const log = LOG_LINE.exec(line)
+    if (log === null && (/^[\s}]/.test(line) || line === "")) {
+      // A continuation of the line before (a stack, a Cause).
+      if (this.block !== undefined && this.block.first.length < 13) this.block.first.push(line.slice(0, 300))
+      return
+    }
+    this.block = undefined
+    if (log !== null ? log[1] !== "ERROR" && log[1] !== "FATAL" : line.startsWith("Voltaic created its first organisation")) return
+    const kind = kindOf(line)
+    const seen = this.defects.get(kind)
+    if (seen !== undefined) seen.count += 1
+    else {
+      this.block = { first: [line.slice(0, 1_000)], count: 1 }
+      this.defects.set(kind, this.block)
+    }
+  }
+
+  async start(): Promise<void> {
+    const child = start("voltaic", process.execPath, [...serverNodeFlags, "--import", "tsx", "src/main.ts"], { cwd: ROOT, env: this.env, onLine: this.onLine })
+    const port = async (pattern: RegExp) => Number((await child.waitForLine(pattern, 120_000))[1])
+    this.child = child
+    const [http, mqtt, coap] = await Promise.all([port(LISTENING.http), port(LISTENING.mqtt), port(LISTENING.coap)])
+    this.ports = { http, mqtt, coap }
+    void child.exited.then((code) => this.onExit(child, code))
+    this.poller ??= setInterval(() => this.pollHealth(), 1_000)
+  }
+
+  private onExit(child: Child, code: number | null) {
+    if (this.stopping || child !== this.child) return
+    this.deaths.push({ at: new Date().toISOString(), code, signal: child.process.signalCode, tail: child.tail.slice(-40) })
+    console.error(`\nfuzz: the server died (code ${code}, signal ${child.process.signalCode}); ${this.deaths.length} death(s)`)
+    if (this.deaths.length > this.maxDeaths) {
+      this.up = Promise.reject(new Error(`the server died ${this.deaths.length} times; stopping`))
+      this.up.catch(() => {})
+      return
+    }
+    this.up = this.start()
+  }
+
+  private pollHealth() {
+    if (this.stopping) return
+    this.healthChecks += 1
+    const req = get({ host: HOST, port: this.ports.http, path: "/health", timeout: 5_000 }, (res) => {
+      res.resume()
+      if (res.statusCode !== 200) this.healthFailures.push(`${new Date().toISOString()} ${res.statusCode}`)
+    })
+    req.on("timeout", () => req.destroy(new Error("no answer in 5 s")))
+    req.on("error", (error) => this.healthFailures.push(`${new Date().toISOString()} ${error.message}`))
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true
+    clearInterval(this.poller)
+    if (this.child !== undefined) await stop(this.child, 15_000)
+    this.logFile?.end()
+  }
+}
+
+export interface Seeded {
+  readonly spaceId: string
+  readonly devices: Record<"valid" | "invalid" | "odd" | "frozen", { readonly id: string; readonly key: string }>
+  readonly frozenUpdatedAt: number
+}
+
+const restCall = async (port: number, key: string, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
+  const res = await fetch(`http://${HOST}:${port}/v1${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body)
+  })
+  const json: unknown = await res.json()
+  if (res.status !== 200 || typeof json !== "object" || json === null) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`)
+  return json as Record<string, unknown>
+}
+
+/** The space, the four devices of the run (with their keys) and their `reboot` command, made through REST. */
+export const seed = async (port: number, appKey: string): Promise<Seeded> => {
+  const space = await restCall(port, appKey, "POST", "/spaces", { name: "Fuzz" })
+  const devices: Partial<Seeded["devices"]> = {}
+  for (const role of ["valid", "invalid", "odd", "frozen"] as const) {
+    const device = await restCall(port, appKey, "POST", "/devices", { name: `fuzz ${role}`, space: { id: space.id } })
+    devices[role] = { id: String(device.id), key: String(device.secretKey) }
+    if (role !== "frozen") await restCall(port, appKey, "POST", "/commands", { name: "reboot", device: { id: device.id } })
+  }
+  const frozen = await restCall(port, appKey, "GET", `/devices/${devices.frozen!.id}`)
+  return { spaceId: String(space.id), devices: devices as Seeded["devices"], frozenUpdatedAt: Number(frozen.updatedAt) }
+}
