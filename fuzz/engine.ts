@@ -103,7 +103,7 @@ export const runInputs = (transports: Transports, targets: Targets, options: Eng
   }))
   workers.push(drain(restQueue, options.width.rest, async ({ seq, input }) => {
     await gate()
-    const answer = await sendRest(transports.http, input)
+    const answer = await sendRest(transports.http, input, options.timeoutMs)
     tally.record("rest", seq, input, answer.outcome, answer.verdict, () => show({ seq, ...input }))
   }))
 

@@ -25,6 +25,8 @@ export interface Findings {
   readonly storedAnswerLost: number
   /** Sequence numbers of the first few inputs behind each finding, to replay them. */
   readonly examples: Record<string, Array<number>>
+  /** The first rows of the invalid device, as stored. */
+  readonly invalidRows: ReadonlyArray<string>
 }
 
 const zero = (): Record<Protocol, number> => ({ mqtt: 0, coap: 0, rest: 0 })
@@ -54,8 +56,15 @@ export const judge = async (query: Query, targets: Targets, tally: Tally, count:
     devices: await one("SELECT count(*) AS n FROM devices WHERE custom_id LIKE $1 OR name LIKE $1", [`${INVALID_PREFIX}%`]),
     spaces: await one("SELECT count(*) AS n FROM spaces WHERE name LIKE $1", [`${INVALID_PREFIX}%`])
   }
+  const invalidRows: Array<string> = []
+  for (const table of ["events", "locations"]) {
+    for (const row of await query(`SELECT * FROM ${table} WHERE device_id = $1 ORDER BY timestamp LIMIT 3`, [x])) {
+      invalidRows.push(`${table}: ${JSON.stringify(row, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))}`)
+    }
+  }
   const findings = {
     storedFromInvalid,
+    invalidRows,
     storedFromRefused: 0,
     ackedNotStored: zero(),
     storedTwice: 0,
@@ -64,9 +73,14 @@ export const judge = async (query: Query, targets: Targets, tally: Tally, count:
     storedAnswerLost: 0,
     examples: {} as Record<string, Array<number>>
   }
+
   const example = (kind: string, seq: number) => {
     const list = (findings.examples[kind] ??= [])
     if (list.length < 3) list.push(seq)
+  }
+  for (const row of invalidRows) {
+    const seq = Number(/"timestamp":"?(\d+)/.exec(row)?.[1]) - TAG_BASE
+    if (seq >= 0 && seq < count) example("stored from a known-invalid input", seq)
   }
   for (let seq = 0; seq < count; seq++) {
     const protocol = tally.protocol(seq)

@@ -75,6 +75,11 @@ export const storeSection = (run: StoreRun): string => {
     lines.push(`| acknowledged (PUBACK / 2.01 / 200) | ${PROTOCOLS.map((p) => n(f.validAcked[p])).join(" | ")} |`)
     lines.push(`| stored | ${PROTOCOLS.map((p) => n(f.validStored[p])).join(" | ")} |`)
     lines.push("", `Stored although the answer was lost (timeout, reset, connection closed): ${n(f.storedAnswerLost)}.`, "")
+    if (f.invalidRows.length > 0) {
+      lines.push("First rows of the device that only known-invalid inputs aim at:", "")
+      for (const row of f.invalidRows) lines.push(`- \`${cell(row.slice(0, 400))}\``)
+      lines.push("")
+    }
   }
   const invalidKinds = [...t.byMarker].filter(([k]) => k.includes("\tinvalid/")).map(([k, v]) => [k.split("\t")[1].slice("invalid/".length), v] as const)
   const byKind = new Map<string, number>()

@@ -26,7 +26,8 @@ import { judge, type Query } from "./oracle.ts"
 import { failed, progress, storeSection, type StoreRun } from "./report.ts"
 import { CoapSender } from "./senders/coap.ts"
 import { httpTransport } from "./senders/rest.ts"
-import { HOST, ROOT, seed, ServerUnderTest } from "./server.ts"
+import { restCaller, seed } from "./seed.ts"
+import { HOST, ROOT, ServerUnderTest } from "./server.ts"
 import { Tally } from "./tally.ts"
 
 const APP_KEY = "a_sk_fuzz_bootstrap_key_0123456789"
@@ -89,7 +90,8 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
   const server = new ServerUnderTest(env, int("MAX_DEATHS", 3), logPath)
   try {
     await server.start()
-    const seeded = await seed(server.ports.http, APP_KEY)
+    const call = restCaller((path, init) => fetch(`http://${HOST}:${server.ports.http}${path}`, init), APP_KEY)
+    const seeded = await seed(call)
     const targets: Targets = { appKey: APP_KEY, valid: seeded.devices.valid, invalid: seeded.devices.invalid, odd: seeded.devices.odd, frozen: seeded.devices.frozen.id }
     const tally = new Tally(count)
     const coap = new CoapSender(HOST, () => server.ports.coap)
@@ -110,8 +112,7 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
     coap.close()
     let frozenMoved = 1
     if (aborted === undefined) {
-      const res = await fetch(`http://${HOST}:${server.ports.http}/v1/devices/${targets.frozen}`, { headers: { authorization: `Bearer ${APP_KEY}` } })
-      const frozen = (await res.json()) as { updatedAt?: number }
+      const frozen = await call("GET", `/devices/${targets.frozen}`)
       frozenMoved = frozen.updatedAt === seeded.frozenUpdatedAt ? 0 : 1
     }
     await server.stop()

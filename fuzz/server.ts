@@ -125,33 +125,3 @@ export class ServerUnderTest {
     this.logFile?.end()
   }
 }
-
-export interface Seeded {
-  readonly spaceId: string
-  readonly devices: Record<"valid" | "invalid" | "odd" | "frozen", { readonly id: string; readonly key: string }>
-  readonly frozenUpdatedAt: number
-}
-
-const restCall = async (port: number, key: string, method: string, path: string, body?: unknown): Promise<Record<string, unknown>> => {
-  const res = await fetch(`http://${HOST}:${port}/v1${path}`, {
-    method,
-    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    body: body === undefined ? undefined : JSON.stringify(body)
-  })
-  const json: unknown = await res.json()
-  if (res.status !== 200 || typeof json !== "object" || json === null) throw new Error(`${method} ${path}: ${res.status} ${JSON.stringify(json)}`)
-  return json as Record<string, unknown>
-}
-
-/** The space, the four devices of the run (with their keys) and their `reboot` command, made through REST. */
-export const seed = async (port: number, appKey: string): Promise<Seeded> => {
-  const space = await restCall(port, appKey, "POST", "/spaces", { name: "Fuzz" })
-  const devices: Partial<Seeded["devices"]> = {}
-  for (const role of ["valid", "invalid", "odd", "frozen"] as const) {
-    const device = await restCall(port, appKey, "POST", "/devices", { name: `fuzz ${role}`, space: { id: space.id } })
-    devices[role] = { id: String(device.id), key: String(device.secretKey) }
-    if (role !== "frozen") await restCall(port, appKey, "POST", "/commands", { name: "reboot", device: { id: device.id } })
-  }
-  const frozen = await restCall(port, appKey, "GET", `/devices/${devices.frozen!.id}`)
-  return { spaceId: String(space.id), devices: devices as Seeded["devices"], frozenUpdatedAt: Number(frozen.updatedAt) }
-}

@@ -23,9 +23,6 @@ export interface Sample {
 }
 
 /** Counts of every answer, and per input what it got (indexed by sequence number), for the stored-row oracle. */
-/** A HEAD answer has no body, so no JSON error either. */
-const isHead = (meta: Meta) => "method" in meta && meta.method === "HEAD"
-
 export class Tally {
   readonly counts = new Map<string, number>()
   readonly sent: Record<Protocol, number> = { mqtt: 0, coap: 0, rest: 0 }
@@ -66,7 +63,7 @@ export class Tally {
       // MQTT acknowledges a refused publish too (README "MQTT topics").
       : meta.invalid === "type" && verdict === "acked" && protocol !== "mqtt"
       ? "input breaking a schema rule accepted: "
-      : /not JSON|without error.code/.test(outcome) && !isHead(meta)
+      : /not JSON|without error.code/.test(outcome)
       ? "error answer that is not the JSON error shape: "
       : undefined
     if (why !== undefined) this.sample({ protocol, outcome: `${why}${outcome}`, input: describe() })

@@ -3,6 +3,7 @@ import {
   coordinate,
   energyData,
   type Fragment,
+  hasInvalidData,
   invalidCoordinate,
   invalidData,
   invalidName,
@@ -104,7 +105,9 @@ export const validEvent: fc.Arbitrary<EventParts> = fc.oneof(
 /** An event breaking one rule in its name, data or timestamp. */
 export const invalidEvent = (options: PayloadOptions): fc.Arbitrary<EventParts> =>
   fc.oneof(
-    { weight: 4, arbitrary: fc.tuple(validName.map((n) => JSON.stringify(n)), invalidData(options)).map(([name, d]) => [name, d.text, undefined, d] as const) },
+    ...(hasInvalidData(options)
+      ? [{ weight: 4, arbitrary: fc.tuple(validName.map((n) => JSON.stringify(n)), invalidData(options)).map(([name, d]) => [name, d.text, undefined, d] as const) }]
+      : []),
     { weight: 2, arbitrary: fc.tuple(invalidName(options), validData).map(([n, data]) => [n.text, data, undefined, n] as const) },
     { weight: 1, arbitrary: fc.tuple(validName.map((n) => JSON.stringify(n)), invalidTimestamp(options)).map(([name, t]) => [name, "1", t.text, t] as const) },
     { weight: 1, arbitrary: fc.tuple(energyNames, fc.constantFrom('"lots"', '{"value":-1}', '{"value":1,"flow":"sideways"}', '{"meter":"x"}', "[]")).map(([n, d]) => [JSON.stringify(n), d, undefined, { text: d, invalid: "type" }] as const) }
@@ -161,10 +164,9 @@ export const invalidLocation = (options: PayloadOptions): fc.Arbitrary<LocationP
 
 /** Command-run data: valid, or breaking a rule (then aimed at the invalid device). */
 export const commandData = (options: PayloadOptions): fc.Arbitrary<{ readonly data: string; readonly why: Fragment | undefined }> =>
-  fc.oneof(
-    validData.map((data) => ({ data, why: undefined })),
-    invalidData(options).map((why) => ({ data: why.text, why }))
-  )
+  hasInvalidData(options)
+    ? fc.oneof(validData.map((data) => ({ data, why: undefined })), invalidData(options).map((why) => ({ data: why.text, why })))
+    : validData.map((data) => ({ data, why: undefined }))
 
 /** Byte-level mutations: flips, overwrites, inserts, deletes, truncations and repeats, at fractions of the length. */
 export type Mutations = ReadonlyArray<readonly [op: number, at: number, byte: number]>

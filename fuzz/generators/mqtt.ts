@@ -87,8 +87,9 @@ const trafficPublish = (
       }
       const name = topicName(p.name)
       if (form % 2 === 0 && name !== undefined) {
-        // On the device's topic the name is the last level: `{"data", "timestamp"}`, or bare data (untagged).
-        const bare = form === 4
+        // On the device's topic the name is the last level: `{"data", "timestamp"}`, or bare data
+        // (untagged; not for an input whose broken rule is its timestamp, which bare data drops).
+        const bare = form === 4 && p.tagged
         return {
           ...base,
           tagged: p.tagged && !bare,

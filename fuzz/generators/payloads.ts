@@ -101,6 +101,10 @@ const badNumber = fc.constantFrom("1e400", "-1e400", "9".repeat(400), `-${"1".re
 const protoObject = fc.tuple(fc.constantFrom("__proto__", "constructor", "prototype", "a.__proto__", "constructor.x", "x.prototype.y"), jsonValue)
   .map(([key, value]) => `{${JSON.stringify(key)}:${JSON.stringify(value) ?? "null"}}`)
 
+/** Whether any rule of the policy that data can break is left in (`invalidData` has something to draw). */
+export const hasInvalidData = (options: PayloadOptions): boolean =>
+  (["deep", "nul", "surrogate", "bignum", "proto"] as const).some((kind) => !options.exclude.has(kind))
+
 /** Data that breaks one rule of the policy (the kinds in `options.exclude` left out). */
 export const invalidData = (options: PayloadOptions): fc.Arbitrary<Fragment> => {
   const kinds: Array<fc.Arbitrary<Fragment>> = []

@@ -2,7 +2,6 @@ import fc from "fast-check"
 import {
   type Build,
   COMMAND_SLUG,
-  commandData,
   type EventParts,
   INVALID_PREFIX,
   invalidEvent,
@@ -15,7 +14,7 @@ import {
   validEvent,
   validLocation
 } from "./common.ts"
-import { badString, cleanString, invalidData, type PayloadOptions, validData, validName } from "./payloads.ts"
+import { badString, cleanString, hasInvalidData, invalidData, type PayloadOptions, validData, validName } from "./payloads.ts"
 
 /** One HTTP request; `path` includes the query string. */
 export interface RestInput extends Meta {
@@ -110,16 +109,16 @@ const invalidWrites = (options: PayloadOptions): fc.Arbitrary<Build<RestInput>> 
     write("space", "POST", () => "/v1/spaces", (_t, name) => objectText([["name", name]]), false),
     write("command", "POST", () => "/v1/commands", (t, name) => objectText([["name", name], ["device", objectText([["id", JSON.stringify(t.invalid.id)]])]]), false),
     write("event by customId", "POST", () => "/v1/events", (_t, name, data) => objectText([["name", '"e"'], ["data", data ?? "1"], ["device", objectText([["customId", name]])]]), true),
-    commandData(options).filter((c) => c.why !== undefined).map(({ data, why }): Build<RestInput> => (t) => ({
+    ...(hasInvalidData(options) ? [invalidData(options).map((why): Build<RestInput> => (t) => ({
       marker: "invalid",
-      invalid: why?.invalid,
+      invalid: why.invalid,
       tagged: false,
       what: "command run",
       method: "POST",
       path: "/v1/commands/run",
       headers: { ...json, ...bearer(t.appKey) },
-      body: objectText([["slug", JSON.stringify(COMMAND_SLUG)], ["device", objectText([["id", JSON.stringify(t.invalid.id)]])], ["data", data]])
-    }))
+      body: objectText([["slug", JSON.stringify(COMMAND_SLUG)], ["device", objectText([["id", JSON.stringify(t.invalid.id)]])], ["data", why.text]])
+    }))] : [])
   )
 }
 

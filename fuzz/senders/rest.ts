@@ -29,14 +29,22 @@ const errorCode = (status: number, body: string): string => {
 export const verdictOfStatus = (status: number): Answer["verdict"] =>
   status < 300 ? "acked" : status === 503 ? "busy" : status >= 500 ? "failed" : "refused"
 
-export const sendRest = async (transport: HttpTransport, input: RestInput): Promise<Answer> => {
+/** One request's answer; after `timeoutMs` without one it counts as lost (the transport may not time out itself). */
+export const sendRest = async (transport: HttpTransport, input: RestInput, timeoutMs: number): Promise<Answer> => {
+  let timer: NodeJS.Timeout | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error("timeout"), { code: "TIMEOUT" })), timeoutMs)
+  })
   try {
-    const { status, body } = await transport(input)
-    return { outcome: `${status}${errorCode(status, body)}`, verdict: verdictOfStatus(status) }
+    const { status, body } = await Promise.race([transport(input), timeout])
+    // A HEAD answer has no body to hold the JSON error.
+    return { outcome: `${status}${input.method === "HEAD" ? " (HEAD)" : errorCode(status, body)}`, verdict: verdictOfStatus(status) }
   } catch (error) {
     if (error instanceof NotSent) return { outcome: `not sent: ${error.message}`, verdict: "none" }
     const code = typeof error === "object" && error !== null && "code" in error && typeof error.code === "string" ? error.code : String(error)
     return { outcome: `no answer: ${code}`, verdict: "lost" }
+  } finally {
+    clearTimeout(timer)
   }
 }
 
