@@ -36,8 +36,20 @@ export interface EngineOptions {
   readonly payload: PayloadOptions
   /** Relative shares of the three protocols. */
   readonly mix: { readonly mqtt: number; readonly coap: number; readonly rest: number }
-  /** In-flight inputs: per MQTT session lane, mutated-packet sessions, raw connections, CoAP, REST. */
-  readonly width: { readonly mqtt: number; readonly odd: number; readonly raw: number; readonly coap: number; readonly rest: number }
+  /**
+   * In-flight inputs: per MQTT session lane, mutated-packet sessions, raw connections, CoAP
+   * (valid and invalid), odd CoAP datagrams, REST. The odd ones mostly wait for a timeout (a
+   * malformed datagram is dropped silently, a wrong length swallows the PINGREQ): many in flight
+   * cost nothing, and too few would hold every other lane back.
+   */
+  readonly width: {
+    readonly mqtt: number
+    readonly odd: number
+    readonly raw: number
+    readonly coap: number
+    readonly coapOdd: number
+    readonly rest: number
+  }
   /** How long an answer is awaited (raw MQTT connections and odd CoAP datagrams: `shortTimeoutMs`). */
   readonly timeoutMs: number
   readonly shortTimeoutMs: number
@@ -77,9 +89,12 @@ export const runInputs = (transports: Transports, targets: Targets, options: Eng
     }
     return s
   }
-  const capacity = 4 * Math.max(options.width.mqtt, options.width.coap, options.width.rest, options.width.raw)
-  const laneQueues = new Map<MqttLane, Queue<{ seq: number; input: MqttInput }>>(MQTT_LANES.map((lane) => [lane, new Queue(capacity)]))
+  const capacity = 4 * Math.max(options.width.mqtt, options.width.coap, options.width.rest)
+  const laneQueues = new Map<MqttLane, Queue<{ seq: number; input: MqttInput }>>(
+    MQTT_LANES.map((lane) => [lane, new Queue(lane === "raw" ? 4 * options.width.raw : lane === "odd" ? 4 * options.width.odd : capacity)])
+  )
   const coapQueue = new Queue<{ seq: number; input: CoapInput }>(capacity)
+  const coapOddQueue = new Queue<{ seq: number; input: CoapInput }>(4 * options.width.coapOdd)
   const restQueue = new Queue<{ seq: number; input: RestInput }>(capacity)
 
   const workers: Array<Promise<void>> = []
@@ -96,11 +111,12 @@ export const runInputs = (transports: Transports, targets: Targets, options: Eng
       }))
     }
   }
-  workers.push(drain(coapQueue, options.width.coap, async ({ seq, input }) => {
+  const coapWork = async ({ seq, input }: { seq: number; input: CoapInput }) => {
     await gate()
     const answer = await transports.coap.send(input, input.marker === "odd" ? options.shortTimeoutMs : options.timeoutMs)
     tally.record("coap", seq, input, answer.outcome, answer.verdict, () => show({ seq, ...input, datagram: input.datagram(0, Buffer.alloc(4)) }))
-  }))
+  }
+  workers.push(drain(coapQueue, options.width.coap, coapWork), drain(coapOddQueue, options.width.coapOdd, coapWork))
   workers.push(drain(restQueue, options.width.rest, async ({ seq, input }) => {
     await gate()
     const answer = await sendRest(transports.http, input, options.timeoutMs)
@@ -117,12 +133,16 @@ export const runInputs = (transports: Transports, targets: Targets, options: Eng
         if (item.protocol === "mqtt") {
           const input = item.build(targets, seq)
           await laneQueues.get(input.lane)!.put({ seq, input })
-        } else if (item.protocol === "coap") await coapQueue.put({ seq, input: item.build(targets, seq) })
+        } else if (item.protocol === "coap") {
+          const input = item.build(targets, seq)
+          await (input.marker === "odd" ? coapOddQueue : coapQueue).put({ seq, input })
+        }
         else await restQueue.put({ seq, input: item.build(targets, seq) })
       }
     }
     for (const queue of laneQueues.values()) queue.close()
     coapQueue.close()
+    coapOddQueue.close()
     restQueue.close()
   }
   const done = Promise.all([produce(), ...workers]).then(() => undefined)

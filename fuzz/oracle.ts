@@ -57,8 +57,10 @@ export const judge = async (query: Query, targets: Targets, tally: Tally, count:
     spaces: await one("SELECT count(*) AS n FROM spaces WHERE name LIKE $1", [`${INVALID_PREFIX}%`])
   }
   const invalidRows: Array<string> = []
-  for (const table of ["events", "locations"]) {
-    for (const row of await query(`SELECT * FROM ${table} WHERE device_id = $1 ORDER BY timestamp LIMIT 3`, [x])) {
+  // Data cut as text: a stored row may be nested deeper than JSON.stringify can go.
+  const columns = { events: "id, name, left(data::text, 300) AS data, timestamp, protocol", locations: "id, latitude, longitude, altitude, timestamp, protocol" }
+  for (const [table, list] of Object.entries(columns)) {
+    for (const row of await query(`SELECT ${list} FROM ${table} WHERE device_id = $1 ORDER BY timestamp LIMIT 3`, [x])) {
       invalidRows.push(`${table}: ${JSON.stringify(row, (_k, v: unknown) => (typeof v === "bigint" ? String(v) : v))}`)
     }
   }

@@ -5,6 +5,8 @@ import type { Protocol, Tally } from "./tally.ts"
 export interface StoreRun {
   readonly store: string
   readonly seconds: number
+  /** CPU seconds used during the run, and the machine's busy cores on average (other work included). */
+  readonly cpu: { readonly server: number; readonly postgres: number; readonly fuzzer: number; readonly machineCores: number }
   readonly tally: Tally
   readonly findings: Findings | undefined
   readonly deaths: ReadonlyArray<Death>
@@ -51,6 +53,14 @@ export const storeSection = (run: StoreRun): string => {
   lines.push(`### ${run.store}`, "")
   lines.push(`${n(t.inputs)} inputs in ${run.seconds.toFixed(0)} s (${n(Math.round(t.inputs / run.seconds))}/s); ` +
     `${n(run.mqttConnects)} MQTT session CONNECTs, ${n(run.mqttDeliveries)} deliveries received${run.aborted === undefined ? "" : `; **stopped early: ${run.aborted}**`}.`, "")
+  const perInput = (s: number) => (s / Math.max(t.inputs, 1)) * 1e6
+  const c = run.cpu
+  // Server and fuzzer are one thread each (Postgres apart); on 2 dedicated cores the run takes at
+  // least the busiest thread's CPU time, and at least half of all the CPU time.
+  const floor = Math.max(c.server, c.fuzzer, (c.server + c.postgres + c.fuzzer) / 2) / Math.max(t.inputs, 1) * 1e6
+  lines.push(`CPU during the run: server ${c.server.toFixed(0)} s (${perInput(c.server).toFixed(0)} µs/input), Postgres ${c.postgres.toFixed(0)} s, ` +
+    `fuzzer ${c.fuzzer.toFixed(0)} s (${perInput(c.fuzzer).toFixed(0)} µs/input); the machine was ${c.machineCores.toFixed(2)} of its cores busy on average ` +
+    `(other work included). On 2 cores of its own a million inputs would take at least ${(floor).toFixed(0)} s.`, "")
   lines.push("| must be 0 | count |", "| --- | ---: |")
   for (const [what, value] of mustBeZero(run)) lines.push(`| ${what} | ${value === 0 ? "0" : `**${n(value)}** ✗`} |`)
   lines.push("")

@@ -11,7 +11,7 @@
  * deep,nul,surrogate,bignum,proto,type), FUZZ_MAX_DEPTH (6000), FUZZ_MAX_DEATHS (3: restarts
  * before giving up), FUZZ_MIX (mqtt:coap:rest shares, 5:3:2), FUZZ_WIDTH (in-flight scale, 1),
  * FUZZ_RESULTS (0: do not write bench/RESULTS.md), FUZZ_PG_ADMIN_URL, FUZZ_LOG (a path: the server's log
- * is written to `<path>.<store>`).
+ * is written to `<path>.<store>`), FUZZ_CPU_PROF (a directory: the server's CPU profile).
  */
 import { PGlite } from "@electric-sql/pglite"
 import { appendFileSync } from "node:fs"
@@ -19,7 +19,7 @@ import { mkdtemp, rm } from "node:fs/promises"
 import { createConnection } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createBenchDatabase, gitState, machine, runMain, utcDate, voltaicEnv } from "../bench/harness.ts"
+import { createBenchDatabase, gitState, machine, machineCores, machineTicks, postgresCpuSeconds, runMain, utcDate, voltaicEnv } from "../bench/harness.ts"
 import { type EngineOptions, replayInput, runInputs } from "./engine.ts"
 import { INVALIDITIES, type Invalidity, type Targets } from "./generators/index.ts"
 import { judge, type Query } from "./oracle.ts"
@@ -61,7 +61,7 @@ const options: EngineOptions = {
   seed: int("SEED", Math.floor(Math.random() * 2 ** 30)),
   payload: { exclude, maxDepth: int("MAX_DEPTH", 6_000) },
   mix: { mqtt: mqttShare, coap: coapShare, rest: restShare },
-  width: { mqtt: width(16), odd: width(8), raw: width(8), coap: width(64), rest: width(32) },
+  width: { mqtt: width(16), odd: width(32), raw: width(64), coap: width(64), coapOdd: width(512), rest: width(32) },
   timeoutMs: 30_000,
   shortTimeoutMs: 1_000
 }
@@ -69,12 +69,14 @@ const options: EngineOptions = {
 const fuzzStore = async (store: string): Promise<StoreRun> => {
   const env = voltaicEnv(HOST, APP_KEY, "")
   let query: () => Promise<{ query: Query; close: () => Promise<void> }>
+  let postgresCpu = () => 0
   let cleanup: () => Promise<void>
   if (store === "postgres") {
     const db = await createBenchDatabase(setting("PG_ADMIN_URL", process.env.TEST_POSTGRES_URL ?? "postgres://postgres@127.0.0.1:5432/test"), "voltaic_fuzz")
     env.DATABASE_URL = db.url
     query = async () => ({ query: (s, p) => db.query(s, p), close: async () => {} })
     cleanup = db.drop
+    postgresCpu = () => postgresCpuSeconds(db.name)
   } else if (store === "pglite") {
     const dir = await mkdtemp(join(tmpdir(), "voltaic-fuzz-"))
     delete env.DATABASE_URL
@@ -100,6 +102,7 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
       coap,
       http: httpTransport(HOST, () => server.ports.http, options.width.rest, options.timeoutMs)
     }
+    const cpuBefore = { server: server.cpuSeconds(), postgres: postgresCpu(), fuzzer: process.cpuUsage(), ticks: machineTicks() }
     const startedAt = Date.now()
     const ticker = setInterval(() => console.log(progress(store, tally, count, startedAt, server.deaths.length)), 5_000)
     const run = runInputs(transports, targets, { ...options, gate: server.gate }, tally)
@@ -107,6 +110,13 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
     await run.done.catch((error: unknown) => (aborted = error instanceof Error ? error.message : String(error)))
     clearInterval(ticker)
     const seconds = (Date.now() - startedAt) / 1000
+    const fuzzerCpu = process.cpuUsage(cpuBefore.fuzzer)
+    const cpu = {
+      server: server.cpuSeconds() - cpuBefore.server,
+      postgres: postgresCpu() - cpuBefore.postgres,
+      fuzzer: (fuzzerCpu.user + fuzzerCpu.system) / 1e6,
+      machineCores: machineCores(cpuBefore.ticks, machineTicks())
+    }
     console.log(progress(store, tally, count, startedAt, server.deaths.length))
     await Promise.all([...run.sessions.values()].map((s) => s.close()))
     coap.close()
@@ -131,6 +141,7 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
     return {
       store: store === "postgres" ? "Postgres (fresh database)" : "PGlite (temporary DATA_DIR)",
       seconds,
+      cpu,
       tally,
       findings,
       deaths: server.deaths,
@@ -174,7 +185,7 @@ runMain("fuzz", 60 * 60_000, async () => {
       `- Machine: ${machine()}. Postgres runs on the same machine, sharing its cores. Server from ${gitState(ROOT, ["src", "fuzz"])}.`,
       `- ${count.toLocaleString("en-US")} inputs per store, seed ${options.seed}, shares mqtt:coap:rest ${options.mix.mqtt}:${options.mix.coap}:${options.mix.rest}, ` +
       `in flight: ${options.width.mqtt} per MQTT session lane (5 lanes), ${options.width.odd} mutated-packet sessions, ${options.width.raw} raw connections, ` +
-      `${options.width.coap} CoAP, ${options.width.rest} HTTP; deepest nesting ${options.payload.maxDepth}` +
+      `${options.width.coap} CoAP (+${options.width.coapOdd} mutated or garbage datagrams), ${options.width.rest} HTTP; deepest nesting ${options.payload.maxDepth}` +
       `${exclude.size > 0 ? `; known-invalid kinds left out: ${[...exclude].join(", ")}` : ""}.`,
       "",
       ...runs.map(storeSection)

@@ -6,7 +6,7 @@
 import { createWriteStream, type WriteStream } from "node:fs"
 import { get } from "node:http"
 import { fileURLToPath } from "node:url"
-import { type Child, serverNodeFlags, start, stop } from "../bench/harness.ts"
+import { type Child, processCpuSeconds, serverNodeFlags, start, stop } from "../bench/harness.ts"
 
 export const ROOT = fileURLToPath(new URL("../", import.meta.url))
 export const HOST = "127.0.0.1"
@@ -86,7 +86,9 @@ export class ServerUnderTest {
   }
 
   async start(): Promise<void> {
-    const child = start("voltaic", process.execPath, [...serverNodeFlags, "--import", "tsx", "src/main.ts"], { cwd: ROOT, env: this.env, onLine: this.onLine })
+    // FUZZ_CPU_PROF=dir: a V8 CPU profile of the server, written there when it stops.
+    const profile = process.env.FUZZ_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.FUZZ_CPU_PROF}`]
+    const child = start("voltaic", process.execPath, [...serverNodeFlags, ...profile, "--import", "tsx", "src/main.ts"], { cwd: ROOT, env: this.env, onLine: this.onLine })
     const port = async (pattern: RegExp) => Number((await child.waitForLine(pattern, 120_000))[1])
     this.child = child
     const [http, mqtt, coap] = await Promise.all([port(LISTENING.http), port(LISTENING.mqtt), port(LISTENING.coap)])
@@ -95,8 +97,17 @@ export class ServerUnderTest {
     this.poller ??= setInterval(() => this.pollHealth(), 1_000)
   }
 
+  /** CPU seconds of the server processes so far (those that ended included). */
+  cpuSeconds(): number {
+    return this.endedCpu + (this.child === undefined ? 0 : processCpuSeconds(this.child.process.pid) || 0)
+  }
+
+  private endedCpu = 0
+
   private onExit(child: Child, code: number | null) {
     if (this.stopping || child !== this.child) return
+    this.endedCpu += this.lastCpu
+    this.lastCpu = 0
     this.deaths.push({ at: new Date().toISOString(), code, signal: child.process.signalCode, tail: child.tail.slice(-40) })
     console.error(`\nfuzz: the server died (code ${code}, signal ${child.process.signalCode}); ${this.deaths.length} death(s)`)
     if (this.deaths.length > this.maxDeaths) {
@@ -107,8 +118,12 @@ export class ServerUnderTest {
     this.up = this.start()
   }
 
+  private lastCpu = 0
+
   private pollHealth() {
     if (this.stopping) return
+    // Sampled each second: a dead process's /proc entry is gone.
+    this.lastCpu = processCpuSeconds(this.child?.process.pid) || this.lastCpu
     this.healthChecks += 1
     const req = get({ host: HOST, port: this.ports.http, path: "/health", timeout: 5_000 }, (res) => {
       res.resume()

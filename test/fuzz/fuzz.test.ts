@@ -27,7 +27,7 @@ const options: EngineOptions = {
   seed: 15,
   payload: { exclude: new Set(), maxDepth: 6_000 },
   mix: { mqtt: 5, coap: 3, rest: 2 },
-  width: { mqtt: 8, odd: 4, raw: 4, coap: 32, rest: 16 },
+  width: { mqtt: 8, odd: 16, raw: 16, coap: 32, coapOdd: 128, rest: 16 },
   timeoutMs: 10_000,
   shortTimeoutMs: 300
 }
