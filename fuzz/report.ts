@@ -103,7 +103,7 @@ export const storeSection = (run: StoreRun): string => {
     lines.push("")
   }
   for (const death of run.deaths) {
-    lines.push(`Death at ${death.at} (code ${death.code}, signal ${death.signal}); the log's last lines:`, "", "```", ...death.tail.slice(-12).map((l) => l.slice(0, 400)), "```", "")
+    lines.push(`Death at ${death.at} (code ${death.code}, signal ${death.signal}); the log's last lines:`, "", "```", ...death.tail.slice(-16).map((l) => l.slice(0, 400)), "```", "")
   }
   const samples = [...t.samples, ...run.replays.map((r) => ({ protocol: "", outcome: r.kind, input: r.input }))]
   if (samples.length > 0) {

@@ -20,6 +20,8 @@ const errorCode = (status: number, body: string): string => {
     const parsed: unknown = JSON.parse(body)
     const error = typeof parsed === "object" && parsed !== null && "error" in parsed ? parsed.error : undefined
     const code = typeof error === "object" && error !== null && "code" in error ? error.code : undefined
+    // POST /oauth/token answers RFC 6749 §5.2 bodies: `{"error": "invalid_request", …}`.
+    if (typeof error === "string") return ` ${error} (RFC 6749 §5.2)`
     return typeof code === "string" ? ` ${code}` : " (JSON without error.code)"
   } catch {
     return " (not JSON)"
