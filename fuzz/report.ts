@@ -102,8 +102,17 @@ export const storeSection = (run: StoreRun): string => {
     }
     lines.push("")
   }
+  // Deaths by the end of their log (times and ids aside): each kind once, with its count.
+  const deaths = new Map<string, { first: Death; count: number }>()
   for (const death of run.deaths) {
-    lines.push(`Death at ${death.at} (code ${death.code}, signal ${death.signal}); the log's last lines:`, "", "```", ...death.tail.slice(-16).map((l) => l.slice(0, 400)), "```", "")
+    const kind = death.tail.slice(-16).map((l) => l.replace(/^\[[^\]]*\]/, "").replace(/\d+/g, "N")).join("\n")
+    const seen = deaths.get(kind)
+    if (seen === undefined) deaths.set(kind, { first: death, count: 1 })
+    else seen.count += 1
+  }
+  for (const { first, count } of deaths.values()) {
+    lines.push(`${count === 1 ? "A death" : `${n(count)} deaths`} (exit code ${first.code}, signal ${first.signal}; the first at ${first.at}) after these log lines:`, "")
+    lines.push("```", ...first.tail.slice(-16).map((l) => l.slice(0, 300)), "```", "")
   }
   const samples = [...t.samples, ...run.replays.map((r) => ({ protocol: "", outcome: r.kind, input: r.input }))]
   if (samples.length > 0) {

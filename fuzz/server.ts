@@ -48,7 +48,6 @@ export class ServerUnderTest {
   readonly deaths: Array<Death> = []
   /** Error and fatal log lines, and anything printed outside the logger (a stack), by kind. */
   readonly defects = new Map<string, Defect>()
-  private block: Defect | undefined
   healthChecks = 0
   healthFailures: Array<string> = []
   private child: Child | undefined
@@ -66,29 +65,37 @@ export class ServerUnderTest {
   /** Resolves while the server is up; waits while it is being restarted. */
   readonly gate = (): Promise<void> => this.up
 
-  private onLine = (line: string) => {
-    this.logFile?.write(`${line}\n`)
-    const log = LOG_LINE.exec(line)
-    if (log === null && (/^[\s}]/.test(line) || line === "")) {
-      // A continuation of the line before (a stack, a Cause).
-      if (this.block !== undefined && this.block.first.length < 13) this.block.first.push(line.slice(0, 300))
-      return
-    }
-    this.block = undefined
-    if (log !== null ? log[1] !== "ERROR" && log[1] !== "FATAL" : line.startsWith("Voltaic created its first organisation")) return
-    const kind = kindOf(line)
-    const seen = this.defects.get(kind)
-    if (seen !== undefined) seen.count += 1
-    else {
-      this.block = { first: [line.slice(0, 1_000)], count: 1 }
-      this.defects.set(kind, this.block)
+  /** A reader of one output stream: continuation lines (a stack) belong to the line before them on the same stream. */
+  private lineReader = (stream: string) => {
+    let block: Defect | undefined
+    return (line: string) => {
+      this.logFile?.write(`${stream}${line}\n`)
+      const log = LOG_LINE.exec(line)
+      if (log === null && (/^[\s}]/.test(line) || line === "")) {
+        if (block !== undefined && block.first.length < 13) block.first.push(line.slice(0, 300))
+        return
+      }
+      block = undefined
+      if (log !== null ? log[1] !== "ERROR" && log[1] !== "FATAL" : line.startsWith("Voltaic created its first organisation")) return
+      const kind = kindOf(line)
+      const seen = this.defects.get(kind)
+      if (seen !== undefined) seen.count += 1
+      else {
+        block = { first: [line.slice(0, 1_000)], count: 1 }
+        this.defects.set(kind, block)
+      }
     }
   }
 
   async start(): Promise<void> {
     // FUZZ_CPU_PROF=dir: a V8 CPU profile of the server, written there when it stops.
     const profile = process.env.FUZZ_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.FUZZ_CPU_PROF}`]
-    const child = start("voltaic", process.execPath, [...serverNodeFlags, ...profile, "--import", "tsx", "src/main.ts"], { cwd: ROOT, env: this.env, onLine: this.onLine })
+    const child = start("voltaic", process.execPath, [...serverNodeFlags, ...profile, "--import", "tsx", "src/main.ts"], {
+      cwd: ROOT,
+      env: this.env,
+      onLine: this.lineReader(""),
+      onErrorLine: this.lineReader("stderr: ")
+    })
     const port = async (pattern: RegExp) => Number((await child.waitForLine(pattern, 120_000))[1])
     this.child = child
     const [http, mqtt, coap] = await Promise.all([port(LISTENING.http), port(LISTENING.mqtt), port(LISTENING.coap)])

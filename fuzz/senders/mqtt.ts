@@ -185,8 +185,9 @@ export class MqttSession {
     const stream = this.stream
     if (code !== 0 || stream === undefined) return { outcome: `not connected (${typeof code === "number" ? `CONNACK ${code}` : code})`, verdict: "lost" }
     const seen: Array<string> = []
+    // Deliveries (PUBLISH) to a subscription the probe made are not answers to it.
     this.observer = (cmd) => {
-      if (cmd !== "pingresp") seen.push(cmd.toUpperCase())
+      if (cmd !== "pingresp" && cmd !== "publish") seen.push(cmd.toUpperCase())
     }
     const answer = await this.awaitAnswer((resolve) => {
       this.pings.push(resolve)
