@@ -31,7 +31,13 @@ export const start = (
   name: string,
   command: string,
   args: ReadonlyArray<string>,
-  options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv; readonly onLine?: (line: string) => void }
+  options: {
+    readonly cwd: string
+    readonly env: NodeJS.ProcessEnv
+    readonly onLine?: (line: string) => void
+    /** Each line of stderr (also kept in `tail`). */
+    readonly onErrorLine?: (line: string) => void
+  }
 ): Child => {
   const child = spawn(command, [...args], { cwd: options.cwd, env: options.env, stdio: ["pipe", "pipe", "pipe"] })
   running.add(child)
@@ -46,7 +52,10 @@ export const start = (
     options.onLine?.(line)
     for (const listener of listeners) listener(line)
   })
-  createInterface({ input: child.stderr! }).on("line", keep)
+  createInterface({ input: child.stderr! }).on("line", (line) => {
+    keep(line)
+    options.onErrorLine?.(line)
+  })
   // A child that exits early closes its stdin; a write then must not crash the benchmark.
   child.stdin!.on("error", () => {})
   const exited = new Promise<number | null>((resolveExit) => {
