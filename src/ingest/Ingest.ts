@@ -1,4 +1,4 @@
-import { Context, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Effect, Exit, Layer } from "effect"
 import type { Principal } from "../auth/Principal.ts"
 import { Bus } from "../bus/Bus.ts"
 import { Activity } from "./Activity.ts"
@@ -63,7 +63,7 @@ export interface IngestService {
    */
   submitEvent(
     envelope: Envelope<EventInput>,
-    done: (exit: Exit.Exit<EventJson, SqlError>) => void,
+    done: (exit: Exit.Exit<EventJson, SqlError | NotFound>) => void,
     wait?: boolean
   ): boolean
   /** Forgets cached device ownership (after a device is deleted). */
@@ -75,6 +75,16 @@ const OWNER_CACHE_MAX = 100_000
 
 /** JSON text over the data limit in UTF-8 bytes; the byte count is taken only when it could be. */
 const tooLarge = (text: string) => text.length * 3 > MAX_EVENT_DATA_BYTES && Buffer.byteLength(text) > MAX_EVENT_DATA_BYTES
+
+/** SQLSTATE foreign_key_violation: the row's device was deleted after it was resolved. */
+const FOREIGN_KEY_VIOLATION = "23503"
+
+/**
+ * A write whose device (or command) was deleted after it was resolved, by another request or
+ * process, is the client's unknown id (404 / refused publish / 4.04), not a failure of the store.
+ */
+const gone = (resource: string, id: string) => <E extends { readonly _tag: string }>(e: E): E | NotFound =>
+  e._tag === "SqlError" && "code" in e && e.code === FOREIGN_KEY_VIOLATION ? new NotFound({ resource, id }) : e
 
 /** A number as stored in a numeric column: the shortest exact decimal JavaScript prints. */
 const decimal = (n: number) => String(n)
@@ -201,7 +211,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           const now = Date.now()
           const id = newId("evt", now)
           const timestamp = input.timestamp ?? now
-          yield* writer.write({
+          yield* Effect.mapError(writer.write({
             _tag: "event",
             row: {
               id,
@@ -215,7 +225,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
               file: input.file,
               reading
             }
-          })
+          }), gone("device", deviceId))
           const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
           activity.publish({
             organisationId: envelope.principal.organisationId,
@@ -256,7 +266,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         const timestamp = input.timestamp ?? now
         const row = { id, organisationId, deviceId, name: input.name, data, timestamp, receivedAt: now, protocol: envelope.protocol }
         return writer.submit({ _tag: "event", row }, (exit) => {
-          if (Exit.isFailure(exit)) return done(Exit.failCause(exit.cause))
+          if (Exit.isFailure(exit)) return done(Exit.failCause(Cause.map(exit.cause, gone("device", deviceId))))
           const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
           activity.publish({ organisationId, deviceId, at: now, event: { id, name: input.name, data: json.data, timestamp } })
           // The stored JSON text of `data` is reused rather than serialised again.
@@ -279,7 +289,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
             timestamp: input.timestamp ?? now,
             device: { id: deviceId }
           }
-          yield* writer.write({
+          yield* Effect.mapError(writer.write({
             _tag: "location",
             row: {
               id: json.id,
@@ -292,7 +302,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
               receivedAt: now,
               protocol: envelope.protocol
             }
-          })
+          }), gone("device", deviceId))
           activity.publish({ organisationId: envelope.principal.organisationId, deviceId, at: now })
           yield* bus.deliver({
             organisationId: envelope.principal.organisationId,
@@ -355,7 +365,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           }
           // Stored first, like every acknowledged write: a retried run (back-pressure) is then
           // never delivered twice. Group commit keeps this to a few milliseconds.
-          yield* writer.write({
+          yield* Effect.mapError(writer.write({
             _tag: "run",
             row: {
               id: run.id,
@@ -366,7 +376,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
               timestamp: now,
               protocol: envelope.protocol
             }
-          })
+          }), gone("command", command.id))
           yield* bus.deliver({
             organisationId: principal.organisationId,
             deviceId: command.device_id,

@@ -1,3 +1,4 @@
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import { type CoapTestApp, coapAgent, coapCall, startCoapApp } from "../support/coap.ts"
@@ -123,6 +124,24 @@ describe.each(STORE_KINDS)("hostile input on %s", (kind) => {
     expect(lines).toMatch(/closed: topic is not well-formed UTF-8/)
     expect(lines).toMatch(/data: must be a finite number/)
     await app.endAsync()
+  })
+  it("answers an event for a device deleted behind the caches (another process) as unknown, not as a store failure", async () => {
+    const space = await t.call("POST", "/spaces", { body: { name: "Doomed" } })
+    const doomed = (await t.call("POST", "/devices", { body: { name: "Doomed", space: { id: space.body.id } } })).body
+    // Known to this process's caches, then deleted where they cannot see it.
+    expect((await t.call("POST", "/events", { body: { name: "first", device: { id: doomed.id } } })).status).toBe(200)
+    const client = await t.connectInMemory({ username: BOOTSTRAP_KEY, password: " " })
+    await client.publishAsync(`devices/${doomed.id}/events/first`, "1", { qos: 1 })
+    await Effect.runPromise(t.sql.query("DELETE FROM devices WHERE id = $1", [doomed.id]))
+    const rest = await t.call("POST", "/events", { body: { name: "late", device: { id: doomed.id } } })
+    expect(rest.status).toBe(404)
+    expect(rest.body.error.code).toBe("not_found")
+    // MQTT: acknowledged and dropped as a refusal, the connection kept.
+    await client.publishAsync(`devices/${doomed.id}/events/late`, "2", { qos: 1 })
+    expect(client.connected).toBe(true)
+    expect(t.logs.map((l) => l.message).join("\n")).toMatch(new RegExp(`publish on devices/${doomed.id}/events/late .* refused \\(0x\\w+\\): device ${doomed.id} not found`))
+    expect(t.logs.filter((l) => l.level === "Error")).toEqual([])
+    await client.endAsync()
   })
 })
 

@@ -8,6 +8,7 @@ import { MqttListeners, MqttLive, MqttServer, type MqttServerService } from "../
 import { coreOn } from "../../src/app.ts"
 import { Bus } from "../../src/bus/Bus.ts"
 import { Activity } from "../../src/ingest/Activity.ts"
+import { Sql, type SqlClient } from "../../src/store/Sql.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, type TestResponse } from "./app.ts"
 import { createPostgresDatabase, type StoreKind, type TestDatabase } from "./databases.ts"
 
@@ -22,6 +23,8 @@ export interface LogLine {
 export interface MqttTestApp {
   readonly app: OpenAPIHono
   readonly broker: MqttBrokerService
+  /** The store, for changes another process would make behind this one's caches. */
+  readonly sql: SqlClient
   /** Where device activity goes (the actors); a test may subscribe to hold it back. */
   readonly activity: Context.Service.Shape<typeof Activity>
   /** Bound ports, when started with `listen`. */
@@ -131,6 +134,7 @@ export const startMqttApp = async (
     app,
     broker,
     activity: Context.get(context, Activity),
+    sql: Context.get(context, Sql),
     server: Option.getOrUndefined(Context.getOption(context, MqttServer)),
     logs,
     call,
