@@ -175,7 +175,9 @@ const oddRequest: fc.Arbitrary<Build<RestInput>> = fc.record({
   extra: fc.dictionary(headerName, headerValue, { maxKeys: 3 }),
   body: oddBody
 }).map((r) => (t: Targets): RestInput => {
-  const id = r.id === "odd" ? t.odd.id : r.id === "valid" ? t.valid.id : r.id
+  // The valid device is the oracle's: deleting it would delete what it counts as stored (and
+  // refuse the valid traffic after it), so a random DELETE aims at the odd device instead.
+  const id = r.id === "odd" || (r.id === "valid" && r.method === "DELETE") ? t.odd.id : r.id === "valid" ? t.valid.id : r.id
   const auth = r.auth === "app" ? bearer(t.appKey) : r.auth === "odd" ? bearer(t.odd.key) : r.auth === "garbage" ? bearer("a_sk_nope") : r.auth === "empty" ? { authorization: "Bearer " } : r.auth === "basic" ? { authorization: "Basic Og==" } : {}
   const query = r.long === undefined ? r.query : `${r.query}&q=${"a".repeat(r.long)}`
   const headers: Record<string, string> = { ...r.extra, ...auth, ...(r.contentType === undefined ? {} : { "content-type": r.contentType }) }
