@@ -19,7 +19,18 @@ import { mkdtemp, rm } from "node:fs/promises"
 import { createConnection } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createBenchDatabase, gitState, machine, machineCores, machineTicks, postgresCpuSeconds, runMain, utcDate, voltaicEnv } from "../bench/harness.ts"
+import {
+  createBenchDatabase,
+  gitState,
+  machine,
+  machineCores,
+  machineTicks,
+  onShutdown,
+  postgresCpuSeconds,
+  runMain,
+  utcDate,
+  voltaicEnv
+} from "../bench/harness.ts"
 import { type EngineOptions, replayInput, runInputs } from "./engine.ts"
 import { INVALIDITIES, type Invalidity, type Targets } from "./generators/index.ts"
 import { judge, type Query } from "./oracle.ts"
@@ -89,7 +100,10 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
   } else throw new Error(`FUZZ_STORES: ${store} is not postgres or pglite`)
   env.ADMIN_PASSWORD = "fuzz admin password"
   const logPath = process.env.FUZZ_LOG === undefined ? undefined : `${process.env.FUZZ_LOG}.${store}`
+  // Also run on SIGINT/SIGTERM or the watchdog (runMain), newest first: the server stops before its store goes.
+  const dropStore = onShutdown(cleanup)
   const server = new ServerUnderTest(env, int("MAX_DEATHS", 3), logPath)
+  const stopServer = onShutdown(() => server.stop())
   try {
     await server.start()
     const call = restCaller((path, init) => fetch(`http://${HOST}:${server.ports.http}${path}`, init), APP_KEY)
@@ -125,7 +139,7 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
       const frozen = await call("GET", `/devices/${targets.frozen}`)
       frozenMoved = frozen.updatedAt === seeded.frozenUpdatedAt ? 0 : 1
     }
-    await server.stop()
+    await stopServer()
     let findings
     if (aborted === undefined) {
       const db = await query()
@@ -155,8 +169,8 @@ const fuzzStore = async (store: string): Promise<StoreRun> => {
       aborted
     }
   } finally {
-    await server.stop()
-    await cleanup()
+    await stopServer()
+    await dropStore()
   }
 }
 
