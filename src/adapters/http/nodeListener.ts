@@ -1,5 +1,6 @@
 import { serve } from "@hono/node-server"
 import { Effect, Layer } from "effect"
+import { ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { Duplex } from "node:stream"
 import { printable } from "../logLine.ts"
@@ -8,6 +9,9 @@ import { HttpListener, listenFailure } from "./HttpListener.ts"
 
 /** A request line longer than this that Node's parser gave up on is a long URL (414), not long headers (431). */
 const REQUEST_LINE_LIMIT = 8 * 1024
+
+/** How long the answer to an earlier request on the connection may take before a refusal that follows it drops the connection. */
+const ANSWER_WAIT_MS = 30_000
 
 /** How long a refused connection is read on (so its peer sees the answer rather than a reset) before it is dropped. */
 const LINGER_MS = 1_000
@@ -55,12 +59,21 @@ export const NodeHttpListener = Layer.succeed(HttpListener, {
         const address = "remoteAddress" in socket ? String(socket.remoteAddress) : "unknown"
         log(`http request from ${address} refused ${refusal.status} ${refusal.code}: ${refusal.message}`)
         const body = JSON.stringify(errorBody(refusal.status, refusal.code, refusal.message))
-        socket.end(
-          `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\ncontent-type: application/json\r\n` +
-            `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
-        )
-        socket.resume()
-        setTimeout(() => socket.destroy(), LINGER_MS).unref()
+        const answer = () => {
+          socket.end(
+            `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\ncontent-type: application/json\r\n` +
+              `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+          )
+          socket.resume()
+          setTimeout(() => socket.destroy(), LINGER_MS).unref()
+        }
+        // Bytes after a request that declared no body (`DELETE` with one and no length) are read
+        // as the next request: its refusal goes after the answer to the first, not into it.
+        const inFlight = "_httpMessage" in socket ? socket._httpMessage : undefined
+        if (inFlight instanceof ServerResponse && !inFlight.writableFinished) {
+          inFlight.once("finish", answer)
+          setTimeout(() => socket.destroy(), ANSWER_WAIT_MS).unref()
+        } else answer()
       }
       return yield* Effect.acquireRelease(
         Effect.callback<{ server: ReturnType<typeof serve>; port: number }, ReturnType<typeof listenFailure>>((resume) => {
