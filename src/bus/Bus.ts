@@ -49,8 +49,8 @@ export interface BusService {
   onControl(handler: (message: ControlMessage) => void): Effect.Effect<void, never, Scope.Scope>
 }
 
-/** Handlers registered in this process; the NATS bus feeds it from the server. */
-const makeLocalFanout = <A>() => {
+/** Handlers registered in this process: the in-memory bus, and the NATS bus while NATS is lost. */
+export const makeLocalFanout = <A>() => {
   const handlers = new Set<(value: A) => void>()
   return {
     emit: (value: A) => {

@@ -1,7 +1,7 @@
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import { Effect, FiberSet } from "effect"
 import { makeOutage } from "../domain/outage.ts"
-import { BusUnreachable, type BusService, type ControlMessage, type Delivery } from "./Bus.ts"
+import { BusUnreachable, type BusService, type ControlMessage, type Delivery, makeLocalFanout } from "./Bus.ts"
 import { CONTROL_SUBJECT, TRAFFIC_WILDCARD, trafficSubject } from "./topics.ts"
 
 const encoder = new TextEncoder()
@@ -20,8 +20,10 @@ const defaultOptions: NatsBusOptions = { reconnectTimeWaitMs: 500 }
 /**
  * Core NATS (at-most-once) carries live deliveries between processes: what was acknowledged
  * to a device is already in the store, so a delivery lost with a process is not data lost.
- * While the connection is lost, deliveries and notices are dropped here rather than left to
- * nats.js, which buffers them without bound and discards them at its next attempt anyway.
+ * While the connection is lost, deliveries and notices go to this process's own handlers only
+ * (as NATS would have echoed them back here) and are not left to nats.js, which buffers them
+ * without bound and discards them at its next attempt anyway: a subscriber on the process that
+ * ingested an event still receives it, one on another process does not.
  */
 export const makeNatsBus = (url: string, options: Partial<NatsBusOptions> = {}) =>
   Effect.gen(function*() {
@@ -85,7 +87,6 @@ export const makeNatsBus = (url: string, options: Partial<NatsBusOptions> = {}) 
      * max_payload; such a delivery is dropped like one published during an outage.
      */
     const publish = (subject: string, text: string) => {
-      if (outage.down) return
       try {
         nc.publish(subject, encoder.encode(text))
       } catch (cause) {
@@ -94,16 +95,22 @@ export const makeNatsBus = (url: string, options: Partial<NatsBusOptions> = {}) 
         }
       }
     }
-    const send = (delivery: Delivery) => publish(trafficSubject(delivery.deviceId), JSON.stringify(delivery))
+    const localDeliveries = makeLocalFanout<Delivery>()
+    const localControls = makeLocalFanout<ControlMessage>()
+    const send = (delivery: Delivery) =>
+      outage.down ? localDeliveries.emit(delivery) : publish(trafficSubject(delivery.deviceId), JSON.stringify(delivery))
 
     const bus: BusService = {
       kind: "nats",
       connected: () => !outage.down,
       deliver: (delivery) => Effect.sync(() => send(delivery)),
       send,
-      onDelivery: (handler) => subscribe(TRAFFIC_WILDCARD, (text) => JSON.parse(text) as Delivery, handler),
-      control: (message) => Effect.sync(() => publish(CONTROL_SUBJECT, JSON.stringify(message))),
-      onControl: (handler) => subscribe(CONTROL_SUBJECT, (text) => JSON.parse(text) as ControlMessage, handler)
+      onDelivery: (handler) =>
+        Effect.andThen(subscribe(TRAFFIC_WILDCARD, (text) => JSON.parse(text) as Delivery, handler), localDeliveries.add(handler)),
+      control: (message) =>
+        Effect.sync(() => outage.down ? localControls.emit(message) : publish(CONTROL_SUBJECT, JSON.stringify(message))),
+      onControl: (handler) =>
+        Effect.andThen(subscribe(CONTROL_SUBJECT, (text) => JSON.parse(text) as ControlMessage, handler), localControls.add(handler))
     }
     return bus
   })
