@@ -72,6 +72,7 @@ export const stringRule = (text: string): string | undefined =>
     : "must be valid Unicode (no lone surrogates)"
 
 const tooDeep = `must be at most ${MAX_JSON_DEPTH} levels deep`
+const reserved = "is a reserved key (__proto__, constructor and prototype are refused)"
 
 /**
  * The first breach of the policy in a value (parsed JSON, form fields, query parameters), named
@@ -106,14 +107,12 @@ export const screen = (value: unknown, root: string): InvalidInput | undefined =
         for (const key of Object.keys(value)) {
           path.push(key)
           let levels = 1
-          if (RESERVED_KEYS.has(key)) return refusal(root, path, "is a reserved key (__proto__, constructor and prototype are refused)")
+          if (RESERVED_KEYS.has(key)) return refusal(root, path, reserved)
           const rule = stringRule(key)
           if (rule !== undefined) return refusal(root, path, `key ${rule}`)
           if (key.includes(".")) {
             const parts = key.split(".")
-            if (parts.some((part) => RESERVED_KEYS.has(part))) {
-              return refusal(root, path, "is a reserved key (__proto__, constructor and prototype are refused)")
-            }
+            if (parts.some((part) => RESERVED_KEYS.has(part))) return refusal(root, path, reserved)
             levels = parts.length
             if (depth + levels > MAX_JSON_DEPTH) return refusal(root, path, tooDeep)
           }
