@@ -15,6 +15,7 @@ import { registryRoutes } from "./routes/registry.ts"
 import { alertRoutes } from "./routes/alerts.ts"
 import { energyRoutes } from "./routes/energy.ts"
 import { trafficRoutes } from "./routes/traffic.ts"
+import { managementRoutes } from "./routes/management.ts"
 import { userRoutes } from "./routes/users.ts"
 
 /** No request body may exceed this, whatever the route; routes set smaller limits. */
@@ -101,6 +102,7 @@ export const makeHttpApp = Effect.gen(function*() {
   }
 
   accountRoutes(api)
+  managementRoutes(api)
   userRoutes(api)
   registryRoutes(api)
   trafficRoutes(api)

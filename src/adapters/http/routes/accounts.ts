@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import { Auth } from "../../../auth/Auth.ts"
 import { SignInGuard } from "../../../auth/SignInGuard.ts"
-import { signInAttempt } from "./users.ts"
+import { signInAttempt } from "./management.ts"
 import { InvalidInput, Unauthorized } from "../../../domain/errors.ts"
 import {
   deleteApiKey,
