@@ -2,7 +2,6 @@ import type { AedesOptions, Client } from "aedes"
 import { type Cause, Effect } from "effect"
 import type { Principal } from "../../auth/Principal.ts"
 import { subscriptionDevice } from "../../bus/topics.ts"
-import { stringRule } from "../../ingest/payload.ts"
 import type { SqlClient } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
 import { isDropped } from "./guard.ts"
@@ -51,8 +50,6 @@ export const makeSubscriptions = (deps: {
       )
     if (isDropped(subscription)) return callback(null, null)
     if (session === undefined) return run(refuse("no session"))
-    const topicRule = stringRule(subscription.topic)
-    if (topicRule !== undefined) return run(refuse(`the topic ${topicRule}`))
     if (deviceId === undefined) return run(refuse("not a device's events, locations or command runs"))
     run(
       mayWatch(session.principal, deviceId).pipe(
