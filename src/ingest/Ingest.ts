@@ -2,10 +2,10 @@ import { Cause, Context, Effect, Exit, Layer } from "effect"
 import type { Principal } from "../auth/Principal.ts"
 import { Bus } from "../bus/Bus.ts"
 import { Activity } from "./Activity.ts"
+import { makeDeviceResolver } from "./devices.ts"
 import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
-import { newId, newSecret } from "../domain/ids.ts"
-import { hashSecret } from "../auth/secrets.ts"
+import { newId } from "../domain/ids.ts"
 import { energyReadingOf, isEnergyKind } from "../energy/readings.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
 import { type EventFile, Writer } from "../store/Writer.ts"
@@ -70,9 +70,6 @@ export interface IngestService {
   forgetDevices(): void
 }
 
-/** Device ids seen recently → their organisation: most traffic names the same devices again. */
-const OWNER_CACHE_MAX = 100_000
-
 /** JSON text over the data limit in UTF-8 bytes; the byte count is taken only when it could be. */
 const tooLarge = (text: string) => text.length * 3 > MAX_EVENT_DATA_BYTES && Buffer.byteLength(text) > MAX_EVENT_DATA_BYTES
 
@@ -97,102 +94,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
       const writer = yield* Writer
       const bus = yield* Bus
       const activity = yield* Activity
-      const owners = new Map<string, string>()
-
-      const remember = (deviceId: string, organisationId: string) => {
-        if (owners.size >= OWNER_CACHE_MAX) owners.clear()
-        owners.set(deviceId, organisationId)
-      }
-
-      /** The customId of a device of the organisation (null when it has none); 404 otherwise. */
-      const customIdOf = (organisationId: string, id: string) =>
-        sql.query<{ custom_id: string | null }>("SELECT custom_id FROM devices WHERE id = $1 AND organisation_id = $2", [id, organisationId]).pipe(
-          Effect.flatMap(([row]) => row === undefined ? Effect.fail(new NotFound({ resource: "device", id })) : Effect.succeed(row.custom_id))
-        )
-
-      /**
-       * Which device an envelope is for, checked against the sender's organisation. A device key
-       * acts as itself and may name only itself. `create`: a new `customId` creates its device
-       * (events and locations); otherwise it is 404 (a command run needs a device with commands).
-       */
-      const resolveDevice = (
-        principal: Principal,
-        ref: DeviceRef | undefined,
-        create = true
-      ): Effect.Effect<string, IngestError> => {
-        if (principal.kind === "device") {
-          if (ref?.id !== undefined && ref.id !== principal.id) {
-            return Effect.fail(new Forbidden({ message: "a device key may only act as its own device" }))
-          }
-          if (ref?.customId === undefined) return Effect.succeed(principal.id)
-          const customId = ref.customId
-          return customIdOf(principal.organisationId, principal.id).pipe(
-            Effect.flatMap((own) =>
-              own === customId
-                ? Effect.succeed(principal.id)
-                : Effect.fail(new Forbidden({ message: "a device key may only act as its own device" }))
-            )
-          )
-        }
-        if (principal.kind === "app" && principal.readOnly) {
-          return Effect.fail(new Forbidden({ message: "this application key is read-only" }))
-        }
-        if (principal.kind === "management") {
-          return Effect.fail(new Forbidden({ message: "a management token serves the user-management interface only" }))
-        }
-        if (ref?.id !== undefined && ref.customId !== undefined) {
-          const { id, customId } = ref
-          return customIdOf(principal.organisationId, id).pipe(
-            Effect.flatMap((own) =>
-              own === customId ? Effect.succeed(id) : Effect.fail(
-                new InvalidInput({
-                  field: "device.customId",
-                  message: `device.customId: device ${id} has customId ${JSON.stringify(own)}, not ${JSON.stringify(customId)}`
-                })
-              )
-            )
-          )
-        }
-        if (ref?.id !== undefined) {
-          const id = ref.id
-          if (owners.get(id) === principal.organisationId) return Effect.succeed(id)
-          return sql.query<{ organisation_id: string }>("SELECT organisation_id FROM devices WHERE id = $1", [id]).pipe(
-            Effect.flatMap(([row]) => {
-              if (row === undefined || row.organisation_id !== principal.organisationId) {
-                return Effect.fail(new NotFound({ resource: "device", id }))
-              }
-              remember(id, principal.organisationId)
-              return Effect.succeed(id)
-            })
-          )
-        }
-        if (ref?.customId !== undefined) {
-          return create ? deviceByCustomId(principal.organisationId, ref.customId) : existingByCustomId(principal.organisationId, ref.customId)
-        }
-        return Effect.fail(new InvalidInput({ field: "device", message: "device: name the device with device.id or device.customId" }))
-      }
-
-      /** `device.customId` finds the device, creating it on first use (API-DECISIONS "Authentication"). */
-      const deviceByCustomId = (organisationId: string, customId: string) =>
-        Effect.gen(function*() {
-          const now = Date.now()
-          const rows = yield* sql.query<{ id: string }>(
-            `INSERT INTO devices (id, organisation_id, secret_hash, name, custom_id, created_at, updated_at)
-             VALUES ($1, $2, $3, $4, $4, $5, $5)
-             ON CONFLICT (organisation_id, custom_id) WHERE custom_id IS NOT NULL DO UPDATE SET custom_id = EXCLUDED.custom_id
-             RETURNING id`,
-            [newId("dev", now), organisationId, hashSecret(newSecret("d_sk")), customId, now]
-          )
-          remember(rows[0].id, organisationId)
-          return rows[0].id
-        })
-
-      const existingByCustomId = (organisationId: string, customId: string) =>
-        sql.query<{ id: string }>("SELECT id FROM devices WHERE organisation_id = $1 AND custom_id = $2", [organisationId, customId]).pipe(
-          Effect.flatMap(([row]) =>
-            row === undefined ? Effect.fail(new NotFound({ resource: "device with customId", id: customId })) : Effect.succeed(row.id)
-          )
-        )
+      const { resolveDevice, knownDevice, forget } = makeDeviceResolver(sql)
 
       const dataText = (data: unknown) => {
         if (data === undefined) return Effect.succeed(null)
@@ -244,14 +146,6 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           })
           return json
         })
-
-      /** The device an envelope is for when that needs neither the store nor a refusal. */
-      const knownDevice = (principal: Principal, ref: DeviceRef | undefined): string | undefined => {
-        if (ref?.customId !== undefined) return undefined
-        if (principal.kind === "device") return ref?.id === undefined || ref.id === principal.id ? principal.id : undefined
-        if (principal.kind !== "app" || principal.readOnly || ref?.id === undefined) return undefined
-        return owners.get(ref.id) === principal.organisationId ? ref.id : undefined
-      }
 
       const submitEvent: IngestService["submitEvent"] = (envelope, done, wait) => {
         const input = envelope.payload
@@ -386,7 +280,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           return { ...run, command: { id: command.id } }
         })
 
-      return Ingest.of({ event, submitEvent, location, runCommand, forgetDevices: () => owners.clear() })
+      return Ingest.of({ event, submitEvent, location, runCommand, forgetDevices: forget })
     })
   )
 }

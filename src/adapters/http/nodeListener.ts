@@ -44,13 +44,12 @@ const parserRefusal = (error: ParserError): { status: number; reason: string; co
   }
 }
 
-const answered = new WeakSet<Duplex>()
-
 /** `HttpListener` on Node's http module through `@hono/node-server`. */
 export const NodeHttpListener = Layer.succeed(HttpListener, {
   serve: (fetch, options) =>
     Effect.gen(function*() {
       const context = yield* Effect.context<never>()
+      const answered = new WeakSet<Duplex>()
       const log = (line: string) => Effect.runForkWith(context)(Effect.logWarning(printable(line)))
       const onClientError = (error: ParserError, socket: Duplex) => {
         const refusal = parserRefusal(error)
