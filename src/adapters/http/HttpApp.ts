@@ -14,6 +14,7 @@ import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
 import { alertRoutes } from "./routes/alerts.ts"
 import { energyRoutes } from "./routes/energy.ts"
+import { commandRoutes } from "./routes/commands.ts"
 import { trafficRoutes } from "./routes/traffic.ts"
 import { managementRoutes } from "./routes/management.ts"
 import { userRoutes } from "./routes/users.ts"
@@ -106,6 +107,7 @@ export const makeHttpApp = Effect.gen(function*() {
   userRoutes(api)
   registryRoutes(api)
   trafficRoutes(api)
+  commandRoutes(api)
   alertRoutes(api)
   energyRoutes(api)
 
