@@ -17,6 +17,8 @@ import { DeviceReads } from "./store/DeviceReads.ts"
 import { Notifier } from "./notify/Notifier.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { SetupLive } from "./store/setup.ts"
+import { ClusterLive } from "./cluster/Cluster.ts"
+import { EntitiesLive } from "./entities/index.ts"
 import { Sql } from "./store/Sql.ts"
 
 /** The store the configuration names. */
@@ -50,6 +52,8 @@ export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
   Ingest.layer,
   SignInGuard.layer,
   DeviceReads.layer,
+  // After the migrations: the runner endpoint's secret is a row of migration 0009.
+  EntitiesLive.pipe(Layer.provideMerge(ClusterLive.pipe(Layer.provide(SetupLive)))),
   // After the migrations: it rehydrates device actors from their table at start. Space actors
   // follow the transitions it applies.
   Layer.mergeAll(AlertNotificationsLive.pipe(Layer.provide(Notifier.layer)), Spaces.layer).pipe(

@@ -34,6 +34,8 @@ export const AppConfig = Config.all({
   ),
   adminEmail: Config.String("ADMIN_EMAIL").pipe(Config.option),
   adminPassword: Config.Redacted("ADMIN_PASSWORD").pipe(Config.option),
+  /** The host other processes reach this one at (cluster runner calls, Postgres only). */
+  clusterHost: Config.String("CLUSTER_HOST").pipe(Config.option),
   logLevel: Config.Literals(LogLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as LogLevelName)),
   /** How often each process reads the store's credential-change counter (`CredentialWatch`). */
   credentialCheckInterval: Config.Duration("CREDENTIAL_CHECK_INTERVAL").pipe(

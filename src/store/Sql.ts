@@ -29,6 +29,8 @@ export interface SqlClient {
   exec(text: string): Effect.Effect<void, SqlError>
   /** Runs `f` in one transaction; any failure or defect of `f` rolls it back. */
   transaction<A, E, R>(f: (tx: SqlClient) => Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R>
+  /** The embedded database itself (PGlite only): the cluster's `SqlClient` shares the instance. */
+  readonly pglite?: PGlite | undefined
 }
 
 /**
@@ -113,6 +115,7 @@ const bridgeTransaction = <A, E, R>(
 const pgliteClient = (db: Pick<PGlite, "query" | "exec">, inTransaction: boolean, root: PGlite): SqlClient => {
   const self: SqlClient = {
     dialect: "pglite",
+    pglite: root,
     query: <T>(text: string, params?: ReadonlyArray<unknown>) =>
       Effect.tryPromise({
         try: () => db.query<T>(text, params ? [...params] : undefined).then((r) => r.rows),

@@ -6,6 +6,7 @@ import { bodyLimit } from "hono/body-limit"
 import { HTTPException } from "hono/http-exception"
 import { methodNotAllowed } from "hono/method-not-allowed"
 import { Bus } from "../../bus/Bus.ts"
+import { RUNNER_PATH, RunnerEndpoint, SECRET_HEADER, sameSecret } from "../../cluster/Cluster.ts"
 import { Sql } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
@@ -33,6 +34,7 @@ export const makeHttpApp = Effect.gen(function*() {
   const context = yield* Effect.context<HttpServices>()
   const sql = Context.get(context, Sql)
   const bus = Option.getOrUndefined(yield* Effect.serviceOption(Bus))
+  const runner = Option.getOrUndefined(yield* Effect.serviceOption(RunnerEndpoint))
 
   const app = new OpenAPIHono()
   const v1 = new OpenAPIHono()
@@ -100,6 +102,17 @@ export const makeHttpApp = Effect.gen(function*() {
       const why = await notReady()
       return why === undefined ? c.json({ status: "ready" }) : sendStatus(c, 503, "unavailable", why, { "Retry-After": "1" })
     })
+  }
+
+  if (runner !== undefined) {
+    // Other runners' calls (Postgres clusters): their client posts to `${RUNNER_PATH}/`. Without
+    // the shared secret the endpoint does not exist.
+    const serve = (c: HonoContext) =>
+      sameSecret(c.req.header(SECRET_HEADER), runner.secret)
+        ? runner.handle(c.req.raw)
+        : sendStatus(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`)
+    app.post(RUNNER_PATH, serve)
+    app.post(`${RUNNER_PATH}/`, serve)
   }
 
   accountRoutes(api)

@@ -1,0 +1,141 @@
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Option } from "effect"
+import {
+  HttpRunner,
+  RunnerAddress,
+  RunnerHealth,
+  Runners,
+  Sharding,
+  ShardingConfig,
+  SingleRunner,
+  SqlMessageStorage,
+  SqlRunnerStorage
+} from "effect/cluster"
+import { Digest } from "effect/crypto"
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpEffect } from "effect/http"
+import { RpcSerialization } from "effect/rpc"
+import { hostname } from "node:os"
+import { HttpPort } from "../adapters/http/HttpServer.ts"
+import { AppConfig, databaseTarget } from "../config.ts"
+import { Sql } from "../store/Sql.ts"
+import { layerPglite } from "./pgliteSqlClient.ts"
+
+/**
+ * Effect's cluster (`effect/cluster`) under Voltaic's entities: which process owns each device
+ * bucket, space and alert, and the stored messages between them (persisted, delivered at a time).
+ *
+ * - Embedded default (PGlite): one runner (`SingleRunner`) whose messages and shard leases are
+ *   tables of the same PGlite database, through an `effect/sql` client over the store's instance
+ *   (`pgliteSqlClient.ts`: `@effect/sql-pglite` does not load with effect 4.1).
+ * - Postgres: every process is a runner. Runners register in Postgres, hold their shards with
+ *   advisory locks and call each other over HTTP at `RUNNER_PATH` on their own REST port
+ *   (no extra port), guarded by a secret every process reads from the shared store
+ *   (`cluster_secret`, migration 0009): nothing to configure, and nobody without the
+ *   database can post to the endpoint. Its `SqlClient` is `@effect/sql-pg`, a small pool of
+ *   its own: the store's postgres.js pool reads int8 as JS numbers, which round the cluster's
+ *   64-bit message ids (docs/cluster-spike.md).
+ *
+ * Timings (`CLUSTER_TIMINGS`): a shard whose owner died moves once its lock expires (4 s, renewed
+ * every second); stored messages are polled every 250 ms, which bounds how late an offline timer
+ * fires.
+ */
+
+export const RUNNER_PATH = "/cluster/runner"
+export const SECRET_HEADER = "x-voltaic-cluster"
+
+export const CLUSTER_TIMINGS = {
+  shardLockRefreshInterval: "1 second",
+  shardLockExpiration: "4 seconds",
+  refreshAssignmentsInterval: "1 second",
+  runnerHealthCheckInterval: "1 second",
+  entityMessagePollInterval: "250 millis",
+  entityReplyPollInterval: "250 millis",
+  sendRetryInterval: "50 millis"
+} satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
+
+/** The runner endpoint of this process, served by the HTTP app (Postgres only). */
+export class RunnerEndpoint extends Context.Service<RunnerEndpoint, {
+  readonly secret: string
+  readonly handle: (request: Request) => Promise<Response>
+}>()("voltaic/cluster/RunnerEndpoint") {}
+
+/** The cluster's `effect/sql` client for the configured store. */
+const ClusterSqlLive = Layer.unwrap(Effect.gen(function*() {
+  const config = yield* AppConfig
+  const target = databaseTarget(config)
+  if (target._tag === "postgres") {
+    return Layer.orDie(PgClient.layer({ url: target.url, maxConnections: 4, applicationName: "voltaic cluster" }))
+  }
+  const sql = yield* Sql
+  if (sql.pglite === undefined) return yield* Effect.die(new Error("cluster: the PGlite store exposes no instance"))
+  return layerPglite(sql.pglite)
+}))
+
+const readSecret = Effect.gen(function*() {
+  const sql = yield* Sql
+  const [row] = yield* sql.query<{ secret: string }>("SELECT secret FROM cluster_secret WHERE id = 1")
+  if (row === undefined) return yield* Effect.die(new Error("cluster: no cluster_secret row (migration 0009 missing)"))
+  return row.secret
+}).pipe(Effect.orDie)
+
+/** Where other runners reach this process: CLUSTER_HOST, else HOST unless it is a wildcard, else the host name. */
+const advertisedHost = (config: AppConfig) =>
+  Option.getOrElse(config.clusterHost, () => config.host === "0.0.0.0" || config.host === "::" ? hostname() : config.host)
+
+/** Fetch with the cluster secret on every call to another runner. */
+const secretHttpClient = (secret: string) =>
+  Layer.effect(
+    HttpClient.HttpClient,
+    Effect.map(HttpClient.HttpClient, (client) => HttpClient.mapRequest(client, HttpClientRequest.setHeader(SECRET_HEADER, secret)))
+  ).pipe(Layer.provide(FetchHttpClient.layer))
+
+const httpRunner = (address: RunnerAddress.RunnerAddress, secret: string) =>
+  Sharding.layer.pipe(
+    // A runner whose endpoint stops answering pings is marked unhealthy and its shards move.
+    Layer.provide(RunnerHealth.layerPing),
+    Layer.provideMerge(Runners.layerRpc),
+    Layer.provide(HttpRunner.layerClientProtocolHttp({ path: RUNNER_PATH })),
+    Layer.provideMerge(SqlMessageStorage.layer),
+    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(ShardingConfig.layer({ ...CLUSTER_TIMINGS, runnerAddress: Option.some(address) })),
+    Layer.provide([secretHttpClient(secret), RpcSerialization.layerJson, Digest.layerWebCrypto])
+  )
+
+/** Serves calls from other runners: a fetch handler for the HTTP app. */
+const endpointLayer = (secret: string) =>
+  Layer.effect(
+    RunnerEndpoint,
+    Effect.gen(function*() {
+      const httpEffect = yield* HttpRunner.toHttpEffect.pipe(Effect.provide(RpcSerialization.layerJson))
+      const handler = HttpEffect.toWebHandler(httpEffect)
+      return RunnerEndpoint.of({ secret, handle: (request) => handler(request) })
+    })
+  )
+
+/**
+ * Sharding for the configured store: a single runner on PGlite, an HTTP runner on Postgres at
+ * this process's HTTP port (0 when it serves no HTTP: a process alone on its database).
+ */
+export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
+  const config = yield* AppConfig
+  if (databaseTarget(config)._tag === "pglite") {
+    return SingleRunner.layer({ shardingConfig: CLUSTER_TIMINGS, runnerStorage: "sql" }).pipe(
+      Layer.provide([ClusterSqlLive, Digest.layerWebCrypto]),
+      Layer.orDie
+    )
+  }
+  const secret = yield* readSecret
+  const http = yield* Effect.serviceOption(HttpPort)
+  const port = Option.match(http, { onNone: () => 0, onSome: (bound) => bound.port })
+  const address = RunnerAddress.make(advertisedHost(config), port)
+  yield* Effect.logDebug(`cluster: runner ${address.host}:${address.port}`)
+  return endpointLayer(secret).pipe(Layer.provideMerge(httpRunner(address, secret)), Layer.provide(ClusterSqlLive))
+}))
+
+/** Constant-time comparison of the secret a caller sent. */
+export const sameSecret = (sent: string | undefined, secret: string) => {
+  if (sent === undefined || sent.length !== secret.length) return false
+  let diff = 0
+  for (let i = 0; i < secret.length; i++) diff |= sent.charCodeAt(i) ^ secret.charCodeAt(i)
+  return diff === 0
+}
