@@ -6,7 +6,8 @@
  * on a fresh Postgres database (dropped afterwards) and a private nats-server. An offline alert
  * rule (all devices) exists from the start.
  *
- * 1. One process (A), QoS 1 load at CLUSTER_RATE events/s: its CPU seconds per event PUBACKed.
+ * 1. One process (A), QoS 1 load at CLUSTER_RATE events/s: its CPU seconds per event PUBACKed,
+ *    gross and net of its CPU when idle (measured just before the load: the cluster polls).
  * 2. A second process (B) joins; once the shards are split, the same total rate over streams
  *    pinned to A, pinned to B, and alternating between both: CPU per event of each and summed.
  *    The cost of the cluster layer is the ratio of the two (the owner of a device's bucket is
@@ -19,7 +20,7 @@
  *    more than 1) and their lateness (created_at minus last_seen_at + afterSeconds).
  *
  * Exit 1 when a must-be-0 figure is not 0. Settings (environment): CLUSTER_RATE (200),
- * CLUSTER_STREAMS (6), CLUSTER_WARMUP_S (5), CLUSTER_MEASURE_S (20), CLUSTER_SILENT (12),
+ * CLUSTER_STREAMS (6), CLUSTER_IDLE_S (5), CLUSTER_WARMUP_S (5), CLUSTER_MEASURE_S (20), CLUSTER_SILENT (12),
  * CLUSTER_AFTER_S (offline rule afterSeconds, 5), CLUSTER_BEFORE_S (2), CLUSTER_AFTER_KILL_S (10),
  * BENCH_PG_ADMIN_URL, NATS_SERVER_BIN, BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
@@ -40,6 +41,7 @@ const APP_KEY = "a_sk_cluster_bench_key_0123456789abcd"
 const settings = {
   rate: intSetting("CLUSTER_RATE", 200, 1),
   streams: intSetting("CLUSTER_STREAMS", 6, 3),
+  idleS: intSetting("CLUSTER_IDLE_S", 5, 1),
   warmupS: intSetting("CLUSTER_WARMUP_S", 5, 0),
   measureS: intSetting("CLUSTER_MEASURE_S", 20, 1),
   silent: intSetting("CLUSTER_SILENT", 12, 1),
@@ -96,8 +98,19 @@ const main = async (): Promise<number> => {
 
   const traffic = newTraffic()
   const cpuRows: Array<CpuRow> = []
-  /** Runs the load's warm-up, then measures CPU of `names` (and the database's Postgres backends) over the window. */
-  const measure = async (phase: string, names: ReadonlyArray<string>) => {
+  /** CPU of `names` and of the database's Postgres backends over `seconds` (cores, by name; "Postgres"). */
+  const cpuOver = async (names: ReadonlyArray<string>, seconds: number) => {
+    const before = [...names.map(cpu), postgresCpuSeconds(db.name)]
+    const from = Date.now()
+    await sleep(seconds * 1000)
+    const windowS = (Date.now() - from) / 1000
+    const after = [...names.map(cpu), postgresCpuSeconds(db.name)]
+    return new Map([...names, "Postgres"].map((name, i) => [name, (after[i] - before[i]) / windowS]))
+  }
+  /** Measures `names` idle, then (under the load started by `load`) warms up and measures CPU over the window. */
+  const measure = async (phase: string, names: ReadonlyArray<string>, load: () => Promise<void>) => {
+    const idle = await cpuOver(names, settings.idleS)
+    await load()
     await sleep(settings.warmupS * 1000)
     const before = names.map(cpu)
     const pgBefore = postgresCpuSeconds(db.name)
@@ -108,19 +121,22 @@ const main = async (): Promise<number> => {
     const pgAfter = postgresCpuSeconds(db.name)
     const acked = ackedIn(traffic, from, to)
     const windowS = (to - from) / 1000
-    const rows = names.map((name, i) => ({ phase, process: name, events: acked.get(name) ?? 0, windowS, cpuS: after[i] - before[i] }))
+    const rows: Array<CpuRow> = names.map((name, i) => ({ phase, process: name, events: acked.get(name) ?? 0, windowS, cpuS: after[i] - before[i], idleCores: idle.get(name)! }))
     const total = rows.reduce((sum, r) => sum + r.events, 0)
-    if (rows.length > 1) rows.push({ phase, process: names.join(" + "), events: total, windowS, cpuS: rows.reduce((sum, r) => sum + r.cpuS, 0) })
-    rows.push({ phase, process: "Postgres", events: total, windowS, cpuS: pgAfter - pgBefore })
+    const sum = (f: (r: CpuRow) => number) => rows.reduce((acc, r) => acc + f(r), 0)
+    if (rows.length > 1) rows.push({ phase, process: names.join(" + "), events: total, windowS, cpuS: sum((r) => r.cpuS), idleCores: sum((r) => r.idleCores) })
+    rows.push({ phase, process: "Postgres", events: total, windowS, cpuS: pgAfter - pgBefore, idleCores: idle.get("Postgres")! })
     cpuRows.push(...rows)
     log(`${phase}: ${rows.map((r) => `${r.process} ${r.events} events, ${r.cpuS.toFixed(2)} CPU s`).join("; ")}`)
   }
 
   // Phase 1: one process.
   log(`phase 1: one process, ${settings.rate} events/s over ${settings.streams} streams`)
-  const one = await startLoad({ servers, streams: loadDevices.map((device, p) => ({ p, device, homes: ["A"] })), ratePerSecond: settings.rate, window: WINDOW, traffic, label: "one" })
-  await measure("one process", ["A"])
-  let unacked = await one.stop(30_000)
+  let stopOne = async (_drainMs: number) => 0
+  await measure("one process", ["A"], async () => {
+    stopOne = (await startLoad({ servers, streams: loadDevices.map((device, p) => ({ p, device, homes: ["A"] })), ratePerSecond: settings.rate, window: WINDOW, traffic, label: "one" })).stop
+  })
+  let unacked = await stopOne(30_000)
   const alone = describeCounts((await readOwners()).counts)
 
   // Phase 2: two processes, once the shards are split.
@@ -138,11 +154,14 @@ const main = async (): Promise<number> => {
     await sleep(200)
   }
   log(`shards ${joinS === undefined ? "not split within 60 s" : `split after ${joinS.toFixed(1)} s`}: ${joined}`)
-  const phase2At = Date.now()
+  let phase2At = Date.now()
   const streams: Array<Stream> = loadDevices.map((device, i) => ({ p: settings.streams + i, device, homes: [["A"], ["B"], ["A", "B"]][i % 3] }))
   log(`phase 2: two processes, ${streams.filter((s) => s.homes.length === 1 && s.homes[0] === "A").length} streams on A, ${streams.filter((s) => s.homes.length === 1 && s.homes[0] === "B").length} on B, ${streams.filter((s) => s.homes.length === 2).length} alternating`)
-  const two = await startLoad({ servers, streams, ratePerSecond: settings.rate, window: WINDOW, traffic, label: "two" })
-  await measure("two processes", ["A", "B"])
+  let stopTwo = async (_drainMs: number) => 0
+  await measure("two processes", ["A", "B"], async () => {
+    phase2At = Date.now()
+    stopTwo = (await startLoad({ servers, streams, ratePerSecond: settings.rate, window: WINDOW, traffic, label: "two" })).stop
+  })
   const runners = await registeredRunners(db)
 
   // Phase 3: devices fall silent around a kill -9 of B; the load goes on.
@@ -157,18 +176,20 @@ const main = async (): Promise<number> => {
   // Alerts are due within afterSeconds + 5 s of the kill (issue 16); the last deadline may be later.
   await sleep(Math.max(lastDeadline, killAt + afterMs) + 5_000 - Date.now())
   const loadStoppedAt = Date.now()
-  unacked += await two.stop(30_000)
+  unacked += await stopTwo(30_000)
   const survivorHealth = (await fetch(`${a.httpUrl}/health`, { signal: AbortSignal.timeout(5_000) }).catch(() => undefined))?.status ?? 0
 
   const stored = new Map<string, number>()
   for (const row of await db.query<{ p: number; s: number }>("SELECT (data->>'p')::int AS p, (data->>'s')::int AS s FROM events WHERE name = $1", [EVENT_NAME])) {
     stored.set(key(row.p, row.s), (stored.get(key(row.p, row.s)) ?? 0) + 1)
   }
-  const alerts = new Map<string, { n: number; created: number }>()
-  for (const row of await db.query<{ device_id: string; n: number; created: string }>(
-    "SELECT device_id, count(*)::int AS n, min(created_at)::text AS created FROM alerts WHERE alert_rule_id = $1 GROUP BY device_id",
+  // An open offline alert raised again (a second deadline) moves its last_seen_at past its first_seen_at.
+  const alerts = new Map<string, { n: number; created: number; again: boolean }>()
+  for (const row of await db.query<{ device_id: string; n: number; created: string; again: boolean }>(
+    `SELECT device_id, count(*)::int AS n, min(created_at)::text AS created, bool_or(last_seen_at <> first_seen_at) AS again
+       FROM alerts WHERE alert_rule_id = $1 GROUP BY device_id`,
     [ruleId]
-  )) alerts.set(row.device_id, { n: row.n, created: Number(row.created) })
+  )) alerts.set(row.device_id, { n: row.n, created: Number(row.created), again: row.again })
   const lastSeen = new Map<string, number | null>()
   for (const row of await db.query<{ id: string; last_seen_at: string | null }>("SELECT id, last_seen_at::text FROM devices")) {
     lastSeen.set(row.id, row.last_seen_at === null ? null : Number(row.last_seen_at))
@@ -177,22 +198,24 @@ const main = async (): Promise<number> => {
     silent: s,
     lastSeenAt: lastSeen.get(s.device.id) ?? null,
     alerts: alerts.get(s.device.id)?.n ?? 0,
+    raisedAgain: alerts.get(s.device.id)?.again ?? false,
     firstCreatedAt: alerts.get(s.device.id)?.created ?? null
   }))
-  // A deadline that passed while the device was publishing (phase 2 on; earlier ones are the pause between phases).
+  // A deadline that passed while the device was publishing (phase 2 on; earlier ones fall in the pause between phases).
   const [{ spurious }] = await db.query<{ spurious: number }>(
     "SELECT count(*)::int AS spurious FROM alerts WHERE alert_rule_id = $1 AND device_id = ANY($2) AND first_seen_at >= $3 AND first_seen_at < $4",
     [ruleId, loadDevices.map((d) => d.id), phase2At + afterMs, loadStoppedAt]
   )
 
   const verdict = judge({ traffic, stored, unacked, handover, silent, afterMs, spurious, survivorHealth })
-  const { table: cpuMd, ratio } = cpuTable(cpuRows)
+  const { table: cpuMd, ratio, netRatio } = cpuTable(cpuRows)
+  const ratioLine = `Two processes' CPU per event (A + B) against one process's: **×${ratio.toFixed(2)}**, net of idle **×${netRatio.toFixed(2)}**.`
   const shardMd = markdownTable(["measure", "value"], shardRows({ alone, joined, joinS, handover }))
   const trafficMd = markdownTable(["measure", "value"], trafficRows(verdict, traffic, unacked, killAt, "B"))
   const alertMd = markdownTable(["measure", "value"], alertRows(verdict, spurious))
   const silentMd = silentTable(silent, killAt, afterMs)
   const runnersMd = runners.map((r) => `${r.address} (healthy ${r.healthy}, heartbeat ${r.age} s ago)`).join("; ")
-  console.log(`\n${cpuMd}\n\nTwo processes' CPU per event against one: ×${ratio.toFixed(2)}\n\n${shardMd}\n\n${trafficMd}\n\n${alertMd}\n\n${silentMd}\n`)
+  console.log(`\n${cpuMd}\n\n${ratioLine}\n\n${shardMd}\n\n${trafficMd}\n\n${alertMd}\n\n${silentMd}\n`)
   for (const problem of verdict.problems) console.error(`bench:cluster: FAILED: ${problem}`)
   for (const child of children.values()) for (const line of child.tail.filter((l) => /WARN|ERROR|Error/.test(l)).slice(-5)) console.log(`${child.name}: ${line}`)
 
@@ -208,7 +231,8 @@ average ${loadBefore} when the run started (other work shares this machine).
 - Load: ${settings.rate} QoS 1 events/s over ${settings.streams} devices (mqtt.js), at most ${WINDOW} unacknowledged each; ${settings.warmupS} s warm-up, then
   ${settings.measureS} s measured. One process: every device on A. Two: a third pinned to A, a third to B, a third alternating publishes
   between a client on each. CPU from /proc (user + system) per event PUBACKed by that process in the window; "Postgres":
-  the database's backends and the server's shared processes.
+  the database's backends and the server's shared processes. "cores idle": the same over ${settings.idleS} s just before the load
+  started; "net of idle" = (CPU − idle cores × window) / events.
 - Kill: SIGKILL of B under the same load; its clients reconnect to A and re-send what was unacknowledged. Shard owners
   from \`pg_locks\` (the cluster's advisory locks), polled every 100 ms. An offline rule (afterSeconds ${settings.afterS}) for every
   device; ${settings.silent} devices send their last event so that their deadlines fall from ${settings.beforeS} s before to ${settings.afterKillS} s after the kill.
@@ -216,7 +240,7 @@ average ${loadBefore} when the run started (other work shares this machine).
 
 ${cpuMd}
 
-Two processes' CPU per event (A + B) against one process's: **×${ratio.toFixed(2)}**.
+${ratioLine}
 
 ${shardMd}
 
