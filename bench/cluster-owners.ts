@@ -4,7 +4,7 @@
  * On Postgres, effect/cluster's `SqlRunnerStorage` holds a shard with a session advisory lock
  * (`pg_try_advisory_lock(namespace, 1_000_000 + shard)` on a reserved connection of the runner's
  * pool), not with a row of `cluster_locks` (that table is used only without advisory locks, e.g.
- * on PGlite); runners register in `cluster_runners`. So ownership is read from `pg_locks`, and
+ * on PGlite, or with `shardLockDisableAdvisory`: read then instead); runners register in `cluster_runners`. So ownership is read from `pg_locks`, and
  * the backend holding a lock is traced to the server process through its socket: the backend's
  * `client_port` (pg_stat_activity) is the local port of one of the process's TCP sockets
  * (/proc/net/tcp*, /proc/<pid>/fd).
@@ -73,8 +73,16 @@ export interface Owners {
 /**
  * Reads the shard owners. `processes`: name → pid of the server processes; a lock held by a
  * backend whose client socket belongs to none of them is "?" (a process already dead).
+ * Without advisory locks (`shardLockDisableAdvisory`), the leases in `cluster_locks` younger than
+ * `lockExpiration` (an SQL interval) are read instead, their address "host:port" matched to the
+ * processes' HTTP ports (`runnerPorts`: port → name).
  */
-export const makeOwnerReader = (db: BenchDatabase, processes: () => ReadonlyMap<string, number>) => {
+export const makeOwnerReader = (
+  db: BenchDatabase,
+  processes: () => ReadonlyMap<string, number>,
+  runnerPorts: () => ReadonlyMap<number, string>,
+  lockExpiration: string
+) => {
   const namespace = lockNamespace()
   // Backend pid → process name, kept while the backend lives.
   const traced = new Map<number, string>()
@@ -96,14 +104,28 @@ export const makeOwnerReader = (db: BenchDatabase, processes: () => ReadonlyMap<
     )
     const byShard = new Map<number, string>()
     const counts = new Map<string, number>()
+    const own = (shard: number, name: string) => {
+      byShard.set(shard, name)
+      counts.set(name, (counts.get(name) ?? 0) + 1)
+    }
     for (const row of rows) {
       let name = traced.get(row.pid)
       if (name === undefined || name === "?") {
         name = trace(row.client_port)
         traced.set(row.pid, name)
       }
-      byShard.set(Number(row.objid) - GROUP_BASE, name)
-      counts.set(name, (counts.get(name) ?? 0) + 1)
+      own(Number(row.objid) - GROUP_BASE, name)
+    }
+    if (rows.length === 0) {
+      const leases = await db.query<{ shard_id: string; address: string }>(
+        "SELECT shard_id, address FROM cluster_locks WHERE acquired_at >= now()::timestamp - $1::interval",
+        [lockExpiration]
+      )
+      const ports = runnerPorts()
+      for (const lease of leases) {
+        const shard = /^default:(\d+)$/.exec(lease.shard_id)
+        if (shard) own(Number(shard[1]), ports.get(Number(lease.address.slice(lease.address.lastIndexOf(":") + 1))) ?? "?")
+      }
     }
     return { byShard, counts }
   }

@@ -20,13 +20,14 @@
  *    more than 1) and their lateness (created_at minus last_seen_at + afterSeconds).
  *
  * Exit 1 when a must-be-0 figure is not 0. Settings (environment): CLUSTER_RATE (200),
- * CLUSTER_STREAMS (6), CLUSTER_IDLE_S (5), CLUSTER_WARMUP_S (5), CLUSTER_MEASURE_S (20), CLUSTER_SILENT (12),
+ * CLUSTER_STREAMS (6), CLUSTER_SETTLE_S (5), CLUSTER_IDLE_S (5), CLUSTER_WARMUP_S (5), CLUSTER_MEASURE_S (20), CLUSTER_SILENT (12),
  * CLUSTER_AFTER_S (offline rule afterSeconds, 5), CLUSTER_BEFORE_S (2), CLUSTER_AFTER_KILL_S (10),
  * BENCH_PG_ADMIN_URL, NATS_SERVER_BIN, BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
 import { appendFileSync, readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { CLUSTER_TIMINGS } from "../src/cluster/Cluster.ts"
 import { startPrivateNats } from "../test/support/nats.ts"
 import { killAndWatch, planSilent, runSilent } from "./cluster-failover.ts"
 import { ackedIn, call, type Device, EVENT_NAME, key, newTraffic, type ServerAddress, startLoad, type Stream } from "./cluster-load.ts"
@@ -41,6 +42,7 @@ const APP_KEY = "a_sk_cluster_bench_key_0123456789abcd"
 const settings = {
   rate: intSetting("CLUSTER_RATE", 200, 1),
   streams: intSetting("CLUSTER_STREAMS", 6, 3),
+  settleS: intSetting("CLUSTER_SETTLE_S", 5, 0),
   idleS: intSetting("CLUSTER_IDLE_S", 5, 1),
   warmupS: intSetting("CLUSTER_WARMUP_S", 5, 0),
   measureS: intSetting("CLUSTER_MEASURE_S", 20, 1),
@@ -77,7 +79,8 @@ const main = async (): Promise<number> => {
     return address
   }
   const alive = () => new Map([...children].filter(([, c]) => c.process.exitCode === null && c.process.signalCode === null).map(([name, c]) => [name, c.process.pid!]))
-  const readOwners = makeOwnerReader(db, alive)
+  const runnerPorts = () => new Map(servers.map((s) => [Number(new URL(s.httpUrl).port), s.name]))
+  const readOwners = makeOwnerReader(db, alive, runnerPorts, CLUSTER_TIMINGS.shardLockExpiration)
   const cpu = (name: string) => processCpuSeconds(children.get(name)?.process.pid)
 
   const a = await startServer("A")
@@ -109,6 +112,8 @@ const main = async (): Promise<number> => {
   }
   /** Measures `names` idle, then (under the load started by `load`) warms up and measures CPU over the window. */
   const measure = async (phase: string, names: ReadonlyArray<string>, load: () => Promise<void>) => {
+    // What follows a start or a split (JIT, shards moving) is not what the process burns idle.
+    await sleep(settings.settleS * 1000)
     const idle = await cpuOver(names, settings.idleS)
     await load()
     await sleep(settings.warmupS * 1000)
@@ -231,8 +236,8 @@ average ${loadBefore} when the run started (other work shares this machine).
 - Load: ${settings.rate} QoS 1 events/s over ${settings.streams} devices (mqtt.js), at most ${WINDOW} unacknowledged each; ${settings.warmupS} s warm-up, then
   ${settings.measureS} s measured. One process: every device on A. Two: a third pinned to A, a third to B, a third alternating publishes
   between a client on each. CPU from /proc (user + system) per event PUBACKed by that process in the window; "Postgres":
-  the database's backends and the server's shared processes. "cores idle": the same over ${settings.idleS} s just before the load
-  started; "net of idle" = (CPU − idle cores × window) / events.
+  the database's backends and the server's shared processes. "cores idle": the same over ${settings.idleS} s before the load
+  started (after ${settings.settleS} s to settle from the start or the split); "net of idle" = (CPU − idle cores × window) / events.
 - Kill: SIGKILL of B under the same load; its clients reconnect to A and re-send what was unacknowledged. Shard owners
   from \`pg_locks\` (the cluster's advisory locks), polled every 100 ms. An offline rule (afterSeconds ${settings.afterS}) for every
   device; ${settings.silent} devices send their last event so that their deadlines fall from ${settings.beforeS} s before to ${settings.afterKillS} s after the kill.
