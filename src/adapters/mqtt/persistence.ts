@@ -82,7 +82,9 @@ export class SqlPersistence extends MemoryPersistence {
         for (const clientId of full) this.options.onFull(clientId)
       },
       (error: unknown) => this.options.run(Effect.logWarning(`mqtt: delivery on ${delivery.topic} not kept for persistent sessions: ${String(error)}`))
-    ).then(publish).catch((error: unknown) => this.options.run(Effect.logError(`mqtt: delivery on ${delivery.topic} failed`, error)))
+    ).then(publish).catch((error: unknown) => {
+      this.options.run(Effect.logError(`mqtt: delivery on ${delivery.topic} failed`, error))
+    })
     this.#pending.set(deviceId, queued)
     void queued.finally(() => {
       if (this.#pending.get(deviceId) === queued) this.#pending.delete(deviceId)
