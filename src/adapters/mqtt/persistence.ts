@@ -230,7 +230,7 @@ export const makePersistence = (options: PersistenceOptions): Effect.Effect<SqlP
       Effect.catchCause(effect, (cause) => Effect.logWarning(`mqtt sessions: ${what} failed`, cause))
     yield* logged("reading the devices persistent sessions watch")(persistence.refresh)
     yield* options.bus.onControl((message) => {
-      if (message.type === "mqtt.subscribed") persistence.learn(message.deviceIds)
+      if (message.type === "mqtt.subscribed" && Array.isArray(message.deviceIds)) persistence.learn(message.deviceIds)
     })
     yield* Effect.forkScoped(
       Effect.repeat(
