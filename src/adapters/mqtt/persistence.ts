@@ -58,6 +58,8 @@ export class SqlPersistence extends MemoryPersistence {
   readonly #pending = new Map<string, Promise<void>>()
   /** Connections that found no stored session under their client id (a clean CONNECT need not delete one). */
   readonly #unstored = new WeakSet<Client>()
+  /** Whether the last delivery could not be queued (logged once until one is). */
+  #failing = false
   /** Devices learnt while `refresh` reads, which its answer must not drop. */
   readonly #learning = new Set<(deviceIds: ReadonlyArray<string>) => void>()
 
@@ -79,9 +81,19 @@ export class SqlPersistence extends MemoryPersistence {
       ask(store.enqueueDelivery(this.options.sql, { deviceId, topic: delivery.topic, payload: delivery.payload, key }, MAX_QUEUED_PER_CLIENT))
     ).then(
       (full) => {
+        if (this.#failing) this.options.run(Effect.logInfo("mqtt: deliveries are kept for persistent sessions again"))
+        this.#failing = false
         for (const clientId of full) this.options.onFull(clientId)
       },
-      (error: unknown) => this.options.run(Effect.logWarning(`mqtt: delivery on ${delivery.topic} not kept for persistent sessions: ${String(error)}`))
+      (error: unknown) => {
+        // Once per failing spell: a lost store fails every delivery of a watched device.
+        if (!this.#failing) {
+          this.options.run(Effect.logWarning(
+            `mqtt: deliveries are not kept for persistent sessions until the store answers (${delivery.topic}: ${String(error)})`
+          ))
+        }
+        this.#failing = true
+      }
     ).then(publish).catch((error: unknown) => {
       this.options.run(Effect.logError(`mqtt: delivery on ${delivery.topic} failed`, error))
     })
