@@ -23,6 +23,13 @@ export type ControlMessage =
   | { readonly type: "devices.changed"; readonly organisationId: string }
   /** Signs of life that stored nothing (MQTT sessions) moved these devices' `lastSeenAt`. */
   | { readonly type: "devices.seen"; readonly deviceIds: ReadonlyArray<string> }
+  /**
+   * An MQTT client id connected on the broker `origin`: a connection elsewhere holding that id
+   * for the same principal is closed, as aedes closes one within a process [MQTT-3.1.4-2].
+   */
+  | { readonly type: "mqtt.connected"; readonly clientId: string; readonly principal: string; readonly origin: string }
+  /** Persistent MQTT sessions subscribed to these devices: every process queues their deliveries. */
+  | { readonly type: "mqtt.subscribed"; readonly deviceIds: ReadonlyArray<string> }
   | {
     readonly type: "spaces.changed"
     readonly origin: string

@@ -39,7 +39,8 @@ describe("MQTT publish acknowledgement", () => {
     }))
     const SqlFake = Layer.succeed(Sql, {
       dialect: "pglite",
-      query: () => Effect.die("not used"),
+      // No persistent MQTT session is stored (a CONNECT looks for one); nothing else is read.
+      query: <T>(text: string) => text.includes("mqtt_") ? Effect.succeed<Array<T>>([]) : Effect.die("not used"),
       exec: () => Effect.die("not used"),
       transaction: () => Effect.die("not used")
     })

@@ -64,18 +64,22 @@ export const duplexPair = (): [Duplex, Duplex] => {
 /**
  * The core layers plus the MQTT broker (and, with `listen`, its TCP and WebSocket listeners on
  * port 0) on a fresh store of the given kind, or on `database` (a Postgres URL another app
- * made, left in place at `close`), with the bus of the configuration or `bus`.
+ * made, left in place at `close`) or PGlite in `dataDir` (likewise), with the bus of the
+ * configuration or `bus`.
  */
 export const startMqttApp = async (
-  kind: StoreKind | { readonly database: string },
+  kind: StoreKind | { readonly database: string } | { readonly dataDir: string },
   options: { listen?: boolean; env?: Record<string, string>; bus?: Layer.Layer<Bus> } = {}
 ): Promise<MqttTestApp> => {
   let db: TestDatabase | undefined
   if (kind === "postgres") db = await createPostgresDatabase()
-  const databaseUrl = typeof kind === "object" ? kind.database : db?.url ?? "memory://"
+  // Without DATABASE_URL the store is PGlite in DATA_DIR.
+  const store = typeof kind === "object"
+    ? "dataDir" in kind ? { DATA_DIR: kind.dataDir } : { DATABASE_URL: kind.database }
+    : { DATABASE_URL: db?.url ?? "memory://" }
   const scope = await Effect.runPromise(Scope.make())
   const provider = ConfigProvider.fromEnvRecord({
-    DATABASE_URL: databaseUrl,
+    ...store,
     BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
     ADMIN_EMAIL,
     ADMIN_PASSWORD,

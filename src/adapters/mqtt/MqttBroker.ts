@@ -1,20 +1,23 @@
 import type { AedesOptions, Client, PublishPacket } from "aedes"
-import { Cause, Context, Duration, Effect, Exit, FiberSet, Layer, Option, Schedule } from "effect"
+import { Cause, Context, Duration, Effect, Exit, FiberSet, Layer, Option } from "effect"
+import { randomUUID } from "node:crypto"
 import type { IncomingMessage } from "node:http"
 import type { Duplex } from "node:stream"
 import { Auth } from "../../auth/Auth.ts"
 import { Bus } from "../../bus/Bus.ts"
-import { INGESTED_TOPIC } from "../../bus/topics.ts"
+import { INGESTED_TOPIC, subscriptionDevice } from "../../bus/topics.ts"
 import { InvalidInput } from "../../domain/errors.ts"
 import { Activity } from "../../ingest/Activity.ts"
 import { Ingest, type IngestError } from "../../ingest/Ingest.ts"
 import { Sql } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
-import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_IDENTIFIER_REJECTED, CONNACK_SERVER_UNAVAILABLE, mqttRefusal } from "./errors.ts"
+import { makeClientIds } from "./clientIds.ts"
+import { makeAuthenticate, storeBehindRetry } from "./connect.ts"
+import { mqttRefusal } from "./errors.ts"
 import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
-import { BoundedMemoryPersistence, MAX_QUEUED_PER_CLIENT } from "./persistence.ts"
+import { makePersistence } from "./persistence.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
-import { AlreadyLogged, authError, type ClientIdHolder, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes } from "./sessions.ts"
+import { AlreadyLogged, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes } from "./sessions.ts"
 import { makeSubscriptions } from "./subscriptions.ts"
 
 export interface MqttBrokerService {
@@ -28,18 +31,6 @@ export interface MqttBrokerService {
  */
 export const MAX_REFUSALS = 3
 export const REFUSAL_WINDOW = Duration.seconds(60)
-
-/**
- * While the store is behind (`Unavailable`), a publish is retried and its PUBACK delayed
- * rather than the message dropped; a store behind for this long closes the connection
- * unacknowledged, so the client sends the message again after reconnecting. A CONNECT waits
- * as long for a store it cannot reach.
- */
-const STORE_BEHIND_LIMIT = Duration.seconds(30)
-const storeBehindRetry = Schedule.max([
-  Schedule.min([Schedule.exponential("25 millis"), Schedule.spaced("1 second")]).pipe(Schedule.jittered),
-  Schedule.during(STORE_BEHIND_LIMIT)
-])
 
 /**
  * The aedes broker: every hook goes through `Auth` and `Ingest`; nothing is decided here
@@ -63,23 +54,6 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       const addresses = new WeakMap<Client, string>()
       // The client id is the peer's to choose: kept to one line.
       const peer = (client: Client) => printable(`client ${client.id ?? "(connecting)"} from ${addresses.get(client) ?? "memory"}`)
-      const clientIds = new Map<string, ClientIdHolder>()
-      /** Client ids whose full queue was already logged, until they connect again. */
-      const fullQueues = new Set<string>()
-      const persistence = new BoundedMemoryPersistence(MAX_QUEUED_PER_CLIENT, (clientId) => {
-        const client = clientIds.get(clientId)?.client
-        const connected = client !== undefined && !client.closed
-        if (!fullQueues.has(clientId)) {
-          fullQueues.add(clientId)
-          run(Effect.logWarning(
-            connected
-              // Connected, yet this many deliveries are unacknowledged: it reads but does not answer.
-              ? `mqtt ${peer(client)} closed: ${MAX_QUEUED_PER_CLIENT} deliveries left unacknowledged`
-              : `mqtt session ${clientId}: ${MAX_QUEUED_PER_CLIENT} deliveries queued while it is away; later ones are not kept for it`
-          ))
-        }
-        if (connected) client.close()
-      })
       /** Open connections with a session, for re-checking credentials. */
       const live = new Map<Client, Session>()
 
@@ -96,82 +70,24 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           Effect.sync(close)
         )
 
-      /**
-       * A CONNECT's credential. A lost store holds the CONNACK back (as it holds a PUBACK) rather
-       * than refusing at once: mqtt.js, by default, stops reconnecting after a refused CONNECT.
-       */
-      const credential = (client: Client, username: string | undefined) =>
-        auth.authenticate(username).pipe(
-          Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "SqlError" && !client.conn.destroyed })
-        )
-
-      const authenticate: NonNullable<AedesOptions["authenticate"]> = (client, username, _password, done) =>
-        // A CONNECT that closed its connection as it was read (`guardConnection`) was logged there.
-        client.conn.destroyed ? done(authError(CONNACK_BAD_USERNAME_OR_PASSWORD, "connection closed"), false) : run(
-          credential(client, username).pipe(
-            // A device's CONNECT is a sign of life; the CONNACK waits while its actor's mailbox is
-            // full. A change applied meanwhile re-checks only the sessions registered, not this
-            // one, so the credential is asked for again (from the cache, unless it changed).
-            Effect.flatMap((principal) =>
-              principal.kind === "device" && activity !== undefined
-                ? Effect.andThen(
-                  activity.offer({ organisationId: principal.organisationId, deviceId: principal.id, at: Date.now(), session: true }),
-                  credential(client, username)
-                )
-                : Effect.succeed(principal)
-            ),
-            Effect.matchEffect({
-              onSuccess: (principal) =>
-                Effect.suspend(() => {
-                  const key = principalKey(principal)
-                  const holder = clientIds.get(client.id)
-                  // Another principal's client id: taking it over would close that session and
-                  // hand this one its queued deliveries.
-                  if (holder !== undefined && holder.principal !== key) {
-                    return Effect.andThen(
-                      Effect.logWarning(`mqtt connect refused for ${peer(client)}: the client id belongs to another credential's session`),
-                      Effect.sync(() => done(authError(CONNACK_IDENTIFIER_REJECTED, "client id in use by another credential"), false))
-                    )
-                  }
-                  return Effect.sync(() => {
-                    const session: Session = { credential: username ?? "", principal, refusals: [], watched: new Set() }
-                    sessions.set(client, session)
-                    if (client.conn.destroyed) return done(null, true)
-                    live.set(client, session)
-                    if (holder === undefined) clientIds.set(client.id, { principal: key, client })
-                    else holder.client = client
-                    fullQueues.delete(client.id)
-                    client.conn.once("close", () => {
-                      live.delete(client)
-                      const current = clientIds.get(client.id)
-                      if (current?.client !== client) return
-                      // A clean session ends here; a persistent one stays its principal's.
-                      if (client.clean) clientIds.delete(client.id)
-                      else current.client = undefined
-                    })
-                    done(null, true)
-                  })
-                }),
-              onFailure: (e) =>
-                Effect.andThen(
-                  Effect.logWarning(
-                    `mqtt connect refused for ${peer(client)}: ${username ? e.message : "no credential: send the key as the MQTT username"}`
-                  ),
-                  Effect.sync(() =>
-                    done(
-                      e._tag === "SqlError"
-                        ? authError(CONNACK_SERVER_UNAVAILABLE, "server unavailable")
-                        : authError(CONNACK_BAD_USERNAME_OR_PASSWORD, e.message),
-                      false
-                    )
-                  )
-                )
-            }),
-            Effect.catchCause((cause) =>
-              defect(client, "connect", cause, () => done(authError(CONNACK_SERVER_UNAVAILABLE, "server unavailable"), false))
-            )
-          )
-        )
+      /** This broker on the bus (aedes's id): a client id connecting here closes its connection elsewhere. */
+      const brokerId = randomUUID()
+      const clientIds = yield* makeClientIds({ bus, brokerId, run, peer })
+      const persistence = yield* makePersistence({
+        sql,
+        bus,
+        run,
+        onFull: clientIds.full,
+        principalOf: (client) => {
+          const principal = sessions.get(client)?.principal
+          return principal === undefined ? undefined : principalKey(principal)
+        },
+        mayKeep: (client, topic) => {
+          const deviceId = subscriptionDevice(topic)
+          return deviceId !== undefined && sessions.get(client)?.watched.has(deviceId) === true
+        }
+      })
+      const authenticate = makeAuthenticate({ auth, activity, clientIds, persistence, sessions, live, run, peer, defect })
 
       /** An accepted publish goes on to aedes under a topic nobody can subscribe to. */
       const divert = (packet: PublishPacket) => {
@@ -272,6 +188,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       const broker = yield* Effect.acquireRelease(
         Effect.promise(async () => {
           const broker = new VoltaicAedes({
+            id: brokerId,
             persistence,
             authenticate,
             authorizePublish,
@@ -306,12 +223,13 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       broker.addListener("error", (error: unknown) => run(Effect.logError("mqtt broker failed", error)))
 
       yield* bus.onDelivery((delivery) =>
-        broker.publish(
-          { cmd: "publish", topic: delivery.topic, payload: Buffer.from(delivery.payload), qos: 1, retain: false, dup: false },
-          (error) => {
-            if (error) run(Effect.logWarning(`mqtt delivery on ${delivery.topic} failed: ${error.message}`))
-          }
-        )
+        persistence.deliver(delivery, () =>
+          broker.publish(
+            { cmd: "publish", topic: delivery.topic, payload: Buffer.from(delivery.payload), qos: 1, retain: false, dup: false },
+            (error) => {
+              if (error) run(Effect.logWarning(`mqtt delivery on ${delivery.topic} failed: ${error.message}`))
+            }
+          ))
       )
 
       const recheck = recheckSessions({ auth, live, sessions, peer })

@@ -18,13 +18,6 @@ export interface Session {
   readonly watched: Set<string>
 }
 
-/** Who a client id belongs to: a persistent session is resumed only by the principal that made it. */
-export interface ClientIdHolder {
-  readonly principal: string
-  /** The connection using it now, if any. */
-  client: Client | undefined
-}
-
 /** A principal as the owner of client ids: a user by user (any of its tokens), others by id. */
 export const principalKey = (principal: Principal) => `${principal.kind}/${principal.organisationId}/${principal.id}`
 
