@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import type { SqlClient, SqlError } from "./Sql.ts"
 
 /**
- * Persistent MQTT sessions in the shared store (migrations/0009_mqtt_sessions.sql): what a
+ * Persistent MQTT sessions in the shared store (migrations/0011_mqtt_sessions.sql): what a
  * client id that connected with clean session 0 finds again on any process, after a restart
  * too. The statements only; `src/adapters/mqtt/persistence.ts` puts them behind aedes.
  */
