@@ -112,7 +112,8 @@ describe("supervisor", () => {
     await h.supervisor.settled()
     expect(h.supervisor.active()).toBe(400)
 
-    await until(() => ids.every((id) => statesOf(h, id).length === 1), 5_000, "an offline alert for every device")
+    // 400 raises through as many Alert entities, each a persisted cluster message: ~100 a second on PGlite.
+    await until(() => ids.every((id) => statesOf(h, id).length === 1), 20_000, "an offline alert for every device")
     const rows = await h.query<{ device_id: string; first_seen_at: number; state: string }>(
       "SELECT device_id, first_seen_at, state FROM alerts WHERE alert_rule_id = $1",
       [ruleId]
@@ -122,17 +123,20 @@ describe("supervisor", () => {
     expect(rows.every((r) => r.first_seen_at === seenAt + 1_000 && r.state === "unresolved")).toBe(true)
     expect(await h.opened()).toBe(400)
 
-    // Back: each device's online follows its offline; its alert resolves, none opens twice.
+    // Back: each device's online follows its offline; its alert resolves, none opens twice (a
+    // longer deadline now: resolving 400 alerts takes seconds, and they must not fall silent again).
+    await h.query("UPDATE alert_rules SET config = $2::text::jsonb WHERE id = $1", [ruleId, JSON.stringify({ afterSeconds: 600 })])
+    await Effect.runPromise(h.supervisor.rulesChanged(h.organisationId))
     for (const id of ids) h.activity.publish({ organisationId: h.organisationId, deviceId: id, at: Date.now() })
     await h.supervisor.settled()
-    await until(() => ids.every((id) => statesOf(h, id).length === 2), 5_000, "every alert resolved")
+    await until(() => ids.every((id) => statesOf(h, id).length === 2), 20_000, "every alert resolved")
     for (const id of ids) expect(statesOf(h, id)).toEqual(["unresolved", "resolved"])
     const [{ open: stillOpen, total }] = await h.query<{ open: number; total: number }>(
       "SELECT count(*) FILTER (WHERE resolved_at IS NULL)::int AS open, count(*)::int AS total FROM alerts WHERE alert_rule_id = $1",
       [ruleId]
     )
     expect({ stillOpen, total }).toEqual({ stillOpen: 0, total: 400 })
-  })
+  }, 120_000)
 
   it("applies a device's offline and online in that order when both are taken in the same batch", async () => {
     const h = await start({ shards: 1 })
