@@ -152,6 +152,23 @@ describe.each(STORE_KINDS)("the Alert entity on %s", (kind) => {
     expect((await rowsOf(ruleId, deviceId)).map((r) => [r.id, r.last_seen_at])).toEqual([[`alt_behind_${kind}`, 1_000]])
   })
 
+  it("tells the space again when it activates: a crash between its row and the space's message is repaired", async () => {
+    const { spaceId, deviceId, ruleId } = await slot(false)
+    // The row an owner wrote before it died, without telling the space.
+    await query(
+      `INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, state, first_seen_at, last_seen_at, created_at, updated_at)
+       VALUES ('alt_crashed_${kind}', $1, $2, $3, 'unresolved', 700, 700, 1, 1)`,
+      [organisationId, ruleId, deviceId]
+    )
+    expect(await openCount(spaceId)).toBe(0)
+    // The raise handled again on the new owner: applied already, it changes no row...
+    await raise(ruleId, deviceId, "r", 700)
+    expect((await rowsOf(ruleId, deviceId)).map((r) => [r.id, r.last_seen_at, r.updated_at])).toEqual([[`alt_crashed_${kind}`, 700, 1]])
+    expect(published(deviceId)).toEqual([])
+    // ...and the space counts the alert.
+    await openCountBecomes(spaceId, 1)
+  })
+
   it("gives one result for resolves racing each other and an auto-resolve, and the space counts it once", async () => {
     const { spaceId, deviceId, ruleId } = await slot(true)
     for (let round = 0; round < 8; round++) {
