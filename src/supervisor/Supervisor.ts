@@ -2,18 +2,17 @@ import { Context, Data, Deferred, Duration, Effect, FiberMap, Layer, Queue, Sche
 import { type Actor, type ActorOptions, createActor } from "xstate"
 import { type DeviceEmitted, deviceMachine } from "../../actors/deviceMachine.ts"
 import { evaluateThreshold } from "../../actors/rules.ts"
-import { type Liveness, livenessEvent, type SpaceCountEvent } from "../../actors/spaceMachine.ts"
+import { type Liveness, livenessOf } from "../../actors/spaceMachine.ts"
 import { Bus } from "../bus/Bus.ts"
-import { alertTopic } from "../bus/topics.ts"
+import { Alert, alertEntityId, Clear, DeviceLiveness, Raise, Space } from "../entities/protocol.ts"
 import { Activity, type DeviceActivity } from "../ingest/Activity.ts"
-import { type AlertJson, type AlertRaise, openMany, transitionOpen } from "../store/alerts.ts"
 import { touchDevices } from "../store/devices.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
 
 /**
  * Hosts one `deviceMachine` actor per device that shows activity or has a pending offline
- * timer, and performs what the machines emit: alerts opened, repeated and resolved, their
- * delivery on the bus, and the alert-opened listeners (notifications).
+ * timer, and performs what the machines emit: raises and clears sent to the Alert entity of
+ * each (rule, device), and each device's liveness to the Space entity of its space.
  *
  * Supervision, and why per shard. Each device id has exactly one actor, kept in the map of
  * its shard (hash of the id into SHARDS workers). Each shard is one fiber, held in a
@@ -22,7 +21,7 @@ import { Sql, type SqlError } from "../store/Sql.ts"
  * itself at 100,000 devices (the aim is ≤ 10 KB per live actor) and would defeat batching;
  * per shard, a worker takes everything in its mailbox at once, activates the devices it does
  * not host with one query, steps their actors, and applies what they emitted with a few
- * statements (`openMany`, `transitionOpen`). A device always lands on the same shard and a
+ * statements. A device always lands on the same shard and a
  * shard applies its work in order, so one device's effects happen in order (its offline
  * before its online) while shards work side by side.
  *
@@ -54,11 +53,10 @@ import { Sql, type SqlError } from "../store/Sql.ts"
  *   brought up to the device row's `last_seen_at`, which the same commit moved, when it is
  *   rehydrated.
  * - Space counts: a device whose liveness (online, offline, neither) differs from what its
- *   stored snapshot says is noted by its actor's observer; the shard writes its snapshot with
- *   the step's other effects (never behind: the write-behind skips it meanwhile) and then tells
- *   the space-change listeners (`onSpaceChanges`) what moved in which space, with the alerts
- *   opened and resolved, once the store holds it. The counts the store gives and the changes
- *   told thus describe the same transitions.
+ *   stored snapshot says is noted by its actor's observer; the shard writes its snapshot and
+ *   `device_actors.liveness` with the step's other effects (never behind: the write-behind
+ *   skips it meanwhile) and then sends `DeviceLiveness` to its space's entity, so a space seeded
+ *   from the store is never behind a change it was told.
  */
 
 interface Rule {
@@ -97,21 +95,6 @@ interface Hosted {
   pendingSeenAt: number | null
 }
 
-/** A change of a space's counts, applied to the store before it is told. */
-export interface SpaceChange {
-  readonly spaceId: string
-  readonly event: SpaceCountEvent
-}
-
-const livenessOf = (value: unknown): Liveness => (value === "online" ? "online" : value === "offline" ? "offline" : "other")
-
-export interface AlertOpened {
-  readonly alertId: string
-  readonly ruleId: string
-  readonly deviceId: string
-  readonly organisationId: string
-}
-
 export interface SupervisorService {
   /** Devices with a live actor now. */
   readonly active: () => number
@@ -119,14 +102,6 @@ export interface SupervisorService {
   rulesChanged(organisationId: string): Effect.Effect<void>
   /** Waits until every activity handed over so far, and every emission so far, has been applied (tests, shutdown). */
   readonly settled: () => Promise<void>
-  /** Called for each alert opened here (notifications hook), NOTIFY_CONCURRENCY at a time. */
-  onAlertOpened(listener: (opened: AlertOpened) => Effect.Effect<void>): void
-  /**
-   * Called with the space counts each applied batch moved (devices online, offline or out of
-   * the counts, alerts opened or auto-resolved), in the shard, after the store committed them;
-   * `at` is taken after that commit.
-   */
-  onSpaceChanges(listener: (at: number, changes: ReadonlyArray<SpaceChange>) => Effect.Effect<void>): void
 }
 
 export interface SupervisorOptions {
@@ -151,8 +126,6 @@ const MAILBOX_CAPACITY = 4096
 const OVERFLOW_EVENTS = 64
 /** Messages held for a failed actor until its restart. */
 const HELD_MAX = 64
-/** Alert-opened listeners running at once: a slow webhook holds up neither alerts nor more than this. */
-const NOTIFY_CONCURRENCY = 16
 /** Devices activated per query. */
 const ACTIVATE_CHUNK = 5000
 /** Actors started between two yields of the shard fiber. */
@@ -257,11 +230,10 @@ const make = (options: SupervisorOptions = {}) =>
     const restartSchedule = options.restartSchedule ?? RESTART_SCHEDULE
     const rules = new Map<string, Array<Rule>>()
     const dirty = new Set<string>()
-    const alertListeners: Array<(opened: AlertOpened) => Effect.Effect<void>> = []
-    const spaceListeners: Array<(at: number, changes: ReadonlyArray<SpaceChange>) => Effect.Effect<void>> = []
+    const alerts = yield* Alert.client
+    const spaces = yield* Space.client
     const workers = yield* FiberMap.make<number>()
     const restarts = yield* FiberMap.make<string>()
-    const notices = yield* Queue.unbounded<AlertOpened>()
 
     const shards: Array<Shard> = []
     for (let index = 0; index < shardCount; index++) {
@@ -631,6 +603,14 @@ const make = (options: SupervisorOptions = {}) =>
     // ---------------------------------------------------------------------------------
     // Effects: what the actors emitted, applied in batches
 
+    interface AlertRaise {
+      readonly organisationId: string
+      readonly ruleId: string
+      readonly deviceId: string
+      readonly at: number
+      readonly event: NonNullable<DeviceActivity["event"]> | null
+      readonly note: string
+    }
     type Op =
       | { readonly kind: "raise"; readonly raise: AlertRaise }
       | { readonly kind: "clear"; readonly rule: Rule; readonly deviceId: string; readonly at: number }
@@ -683,52 +663,18 @@ const make = (options: SupervisorOptions = {}) =>
       return rounds
     }
 
-    const publishAlerts = (alerts: ReadonlyArray<AlertJson>) =>
-      Effect.sync(() => {
-        for (const alert of alerts) {
-          const deviceId = alert.device?.id
-          if (deviceId === undefined) continue
-          bus.send({ organisationId: organisationOf(alert), deviceId, topic: alertTopic(deviceId), payload: JSON.stringify(alert) })
+    /** Each (rule, device)'s raises and clears, in order, to its Alert entity (stored by the cluster before this goes on). */
+    const applyRound = (round: ReadonlyArray<Op>) =>
+      Effect.forEach(round, (op) => {
+        if (op.kind === "raise") {
+          const r = op.raise
+          return alerts(alertEntityId(r.ruleId, r.deviceId)).Raise(
+            new Raise({ key: `raise@${r.at}`, organisationId: r.organisationId, at: r.at, note: r.note, event: r.event }),
+            { discard: true }
+          )
         }
-      })
-
-    const organisationIds = new Map<string, string>()
-    const organisationOf = (alert: AlertJson) => organisationIds.get(alert.alertRule.id) ?? ""
-
-    const applyRound = (round: ReadonlyArray<Op>, changes: Array<SpaceChange>) =>
-      Effect.gen(function*() {
-        const raises: Array<AlertRaise> = []
-        const clears: Array<{ ruleId: string; deviceId: string; event: { type: "alert.cleared"; at: number; autoResolve: true } }> = []
-        for (const op of round) {
-          if (op.kind === "raise") {
-            raises.push(op.raise)
-            organisationIds.set(op.raise.ruleId, op.raise.organisationId)
-          } else {
-            clears.push({ ruleId: op.rule.id, deviceId: op.deviceId, event: { type: "alert.cleared", at: op.at, autoResolve: true } })
-            organisationIds.set(op.rule.id, op.rule.organisationId)
-          }
-        }
-        const { opened, repeats } = yield* openMany(sql, raises)
-        const repeated = yield* transitionOpen(sql, repeats.map((r) => ({ ruleId: r.ruleId, deviceId: r.deviceId, event: { type: "alert.repeated" as const, at: r.at } })))
-        const cleared = yield* transitionOpen(sql, clears)
-        for (const alert of opened) {
-          const spaceId = alert.device?.space?.id
-          if (spaceId !== undefined) changes.push({ spaceId, event: { type: "alert.opened" } })
-        }
-        for (const alert of cleared) {
-          const spaceId = alert.device?.space?.id
-          if (spaceId !== undefined && alert.resolvedAt !== null) changes.push({ spaceId, event: { type: "alert.resolved" } })
-        }
-        yield* publishAlerts(opened)
-        yield* publishAlerts(repeated)
-        yield* publishAlerts(cleared)
-        if (alertListeners.length > 0) {
-          for (const alert of opened) {
-            if (alert.device === null) continue
-            yield* Queue.offer(notices, { alertId: alert.id, ruleId: alert.alertRule.id, deviceId: alert.device.id, organisationId: organisationOf(alert) })
-          }
-        }
-      })
+        return alerts(alertEntityId(op.rule.id, op.deviceId)).Clear(new Clear({ key: `clear@${op.at}`, at: op.at }), { discard: true })
+      }, { concurrency: "unbounded", discard: true }).pipe(Effect.orDie)
 
     /**
      * A sign of life that stored nothing (an MQTT CONNECT or PINGREQ) moved the actor's
@@ -758,25 +704,24 @@ const make = (options: SupervisorOptions = {}) =>
         [entries.map((e) => e[0]), entries.map((e) => JSON.stringify(e[1].actor.getPersistedSnapshot())), now]
       ).pipe(Effect.asVoid)
 
-    const writeSnapshotsReturningSpaces = (entries: ReadonlyArray<readonly [string, Hosted]>, now: number) =>
+    /** What the Space entities count, written before it is told: answers each device's space now. */
+    const writeLiveness = (turned: ReadonlyArray<readonly [string, Liveness]>, at: number) =>
       sql.query<{ id: string; space_id: string | null }>(
         `WITH w AS (
-           INSERT INTO device_actors (device_id, snapshot, updated_at)
-           SELECT u.id, u.snapshot::jsonb, $3 FROM unnest($1::text[], $2::text[]) AS u(id, snapshot)
-           WHERE EXISTS (SELECT 1 FROM devices d WHERE d.id = u.id)
-           ON CONFLICT (device_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, updated_at = EXCLUDED.updated_at
-           RETURNING device_id)
+           UPDATE device_actors SET liveness = u.liveness, liveness_at = $3
+           FROM unnest($1::text[], $2::text[]) AS u(id, liveness) WHERE device_actors.device_id = u.id
+           RETURNING device_actors.device_id)
          SELECT w.device_id AS id, d.space_id FROM w JOIN devices d ON d.id = w.device_id`,
-        [entries.map((e) => e[0]), entries.map((e) => JSON.stringify(e[1].actor.getPersistedSnapshot())), now]
+        [turned.map((t) => t[0]), turned.map((t) => t[1]), at]
       )
 
     const applyEffects = (shard: Shard, pending: ReadonlyArray<Pending>, moved: ReadonlySet<string>) =>
       Effect.gen(function*() {
         if (pending.length === 0 && moved.size === 0) return
-        const changes: Array<SpaceChange> = []
+        const changes: Array<{ readonly spaceId: string; readonly deviceId: string; readonly liveness: Liveness; readonly at: number }> = []
         if (pending.length > 0) {
           yield* loadRules(pending.map((p) => p._tag === "emitted" ? p.place.organisationId : p.rule.organisationId))
-          for (const round of toOps(pending)) yield* applyRound(round, changes)
+          for (const round of toOps(pending)) yield* applyRound(round)
         }
         // Emitted and applied: written now, so a restart from the snapshot does not emit it again.
         const emitters = new Set(pending.flatMap((p) => p._tag === "emitted" ? [p.emitted.deviceId] : []))
@@ -796,22 +741,23 @@ const make = (options: SupervisorOptions = {}) =>
         })
         if (turned.length === 0) yield* writeSnapshots(entries, Date.now())
         else {
-          // Written, with the space each device is in now (it may have moved since its actor was activated).
-          const rows = yield* writeSnapshotsReturningSpaces(entries, Date.now())
+          // Written with their liveness, and the space each device is in now (it may have moved since its actor was activated).
+          const at = Date.now()
+          yield* writeSnapshots(entries, at)
+          const rows = yield* writeLiveness(turned.map((t) => [t.id, t.to] as const), at)
           const spaceOf = new Map(rows.map((r) => [r.id, r.space_id]))
           for (const t of turned) {
             const spaceId = spaceOf.get(t.id)
-            const event = livenessEvent(t.entry.reported, t.to)
-            if (spaceId !== undefined && spaceId !== null && event !== undefined) changes.push({ spaceId, event })
+            if (spaceId !== undefined && spaceId !== null) changes.push({ spaceId, deviceId: t.id, liveness: t.to, at })
             t.entry.reported = t.to
           }
         }
         yield* recordSessionSigns(entries)
         for (const [id] of entries) dirty.delete(id)
-        if (changes.length > 0 && spaceListeners.length > 0) {
-          const at = Date.now()
-          for (const listener of spaceListeners) yield* listener(at, changes)
-        }
+        yield* Effect.forEach(changes, (c) => spaces(c.spaceId).DeviceLiveness(
+          new DeviceLiveness({ deviceId: c.deviceId, liveness: c.liveness, at: c.at }),
+          { discard: true }
+        ), { concurrency: "unbounded", discard: true }).pipe(Effect.orDie)
       }).pipe(
         Effect.tapError((e: SqlError) => Effect.logWarning(`supervisor: applying ${pending.length} effects failed, retrying: ${e.message}`)),
         Effect.retry({ schedule: STORE_RETRY, while: (e) => e._tag === "SqlError" })
@@ -998,14 +944,6 @@ const make = (options: SupervisorOptions = {}) =>
       })), { concurrency: 4, discard: true })
 
     for (const shard of shards) yield* FiberMap.run(workers, shard.index, runShard(shard))
-    for (let i = 0; i < NOTIFY_CONCURRENCY; i++) {
-      yield* Effect.forkScoped(Effect.forever(
-        Queue.take(notices).pipe(
-          Effect.flatMap((opened) => Effect.forEach(alertListeners, (listener) => listener(opened), { discard: true })),
-          Effect.catchCause((cause) => Effect.logError("alert-opened listener failed", cause))
-        )
-      ))
-    }
 
     /** Write-behind of snapshots; then each shard passivates its idle actors without a pending timer. */
     const flush = Effect.gen(function*() {
@@ -1062,13 +1000,7 @@ const make = (options: SupervisorOptions = {}) =>
             }
           }
         }),
-      settled,
-      onAlertOpened: (listener) => {
-        alertListeners.push(listener)
-      },
-      onSpaceChanges: (listener) => {
-        spaceListeners.push(listener)
-      }
+      settled
     })
   })
 
