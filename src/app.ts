@@ -10,11 +10,8 @@ import { Bus } from "./bus/Bus.ts"
 import { Activity } from "./ingest/Activity.ts"
 import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
-import { AlertNotificationsLive } from "./supervisor/AlertNotifications.ts"
-import { Supervisor } from "./supervisor/Supervisor.ts"
 import { Spaces } from "./supervisor/Spaces.ts"
 import { DeviceReads } from "./store/DeviceReads.ts"
-import { Notifier } from "./notify/Notifier.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { SetupLive } from "./store/setup.ts"
 import { ClusterLive } from "./cluster/Cluster.ts"
@@ -54,11 +51,7 @@ export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
   DeviceReads.layer,
   // After the migrations: the runner endpoint's secret is a row of migration 0009.
   EntitiesLive.pipe(Layer.provideMerge(ClusterLive.pipe(Layer.provide(SetupLive)))),
-  // After the migrations: it rehydrates device actors from their table at start. Space actors
-  // follow the transitions it applies.
-  Layer.mergeAll(AlertNotificationsLive.pipe(Layer.provide(Notifier.layer)), Spaces.layer).pipe(
-    Layer.provideMerge(Supervisor.layer.pipe(Layer.provide(SetupLive)))
-  )
+  Spaces.layer
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(Writer.layer, bus, Activity.layer)),
   Layer.provideMerge(StoreLive),

@@ -23,6 +23,8 @@ export type ControlMessage =
   | { readonly type: "devices.changed"; readonly organisationId: string }
   /** Signs of life that stored nothing (MQTT sessions) moved these devices' `lastSeenAt`. */
   | { readonly type: "devices.seen"; readonly deviceIds: ReadonlyArray<string> }
+  /** An organisation's alert rules were written: its cached rules and hosted devices follow. */
+  | { readonly type: "rules.changed"; readonly organisationId: string }
   | {
     readonly type: "spaces.changed"
     readonly origin: string

@@ -1,7 +1,16 @@
 import { Layer } from "effect"
+import { DeviceBucketLive } from "./DeviceBucket.ts"
+import { DeviceOwners } from "./DeviceOwners.ts"
+import { ResidentBuckets } from "./residents.ts"
+import { Rules } from "./rules.ts"
+import { SeenSenderLive } from "./SeenSender.ts"
 
 /**
  * Every entity this process can host (device buckets, alerts, spaces), registered with the
- * cluster's sharding: a process hosts those whose shards it owns.
+ * cluster's sharding: a process hosts those whose shards it owns. With them, what reaches
+ * them from here: signs of life after their commit (`SeenSender`), live reads and rules
+ * changes (`DeviceOwners`).
  */
-export const EntitiesLive = Layer.empty
+export const EntitiesLive = Layer.mergeAll(DeviceBucketLive, DeviceOwners.layer, SeenSenderLive).pipe(
+  Layer.provideMerge(Layer.mergeAll(Rules.layer, ResidentBuckets.layer))
+)

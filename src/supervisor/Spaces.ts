@@ -5,7 +5,6 @@ import { Bus } from "../bus/Bus.ts"
 import { num, str } from "../store/rows.ts"
 import { type SpaceJson, spaceCountsSql } from "../store/spaces.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
-import { type SpaceChange, Supervisor } from "./Supervisor.ts"
 
 /**
  * Hosts one `spaceMachine` actor per space that is read, in every process that reads it: the
@@ -36,6 +35,12 @@ import { type SpaceChange, Supervisor } from "./Supervisor.ts"
  * transition as soon as the bus delivers it (milliseconds), and within RESYNC_EVERY when a
  * broadcast was lost or clocks disagree. Counts never go negative.
  */
+
+/** A change of a space's counts, applied to the store before it is told. */
+export interface SpaceChange {
+  readonly spaceId: string
+  readonly event: SpaceCountEvent
+}
 
 /** The live counts of `GET /spaces`. */
 export interface SpaceLive {
@@ -115,7 +120,6 @@ const sameList = (a: ReadonlyArray<string>, b: ReadonlyArray<string>) => a.lengt
 const make = Effect.gen(function*() {
   const sql = yield* Sql
   const bus = yield* Bus
-  const supervisor = yield* Supervisor
   const origin = crypto.randomUUID()
   const hosted = new Map<string, Hosted>()
   const counting = new Set<Counting>()
@@ -195,7 +199,6 @@ const make = Effect.gen(function*() {
       return bus.control({ type: "spaces.changed", origin, at, changes: folded })
     })
 
-  supervisor.onSpaceChanges(changed)
   yield* bus.onControl((message) => {
     if (message.type === "devices.changed") Queue.offerUnsafe(toRecount, message.organisationId)
     else if (message.type === "spaces.changed" && message.origin !== origin && isSpacesChanged(message)) apply(message.at, message.changes)

@@ -5,7 +5,7 @@ import { alertQuery, applyAlertEvent, ruleQuery, rulesTable, templateQuery, temp
 import { getOne, listRows } from "../../../store/crud.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { Spaces } from "../../../supervisor/Spaces.ts"
-import { Supervisor } from "../../../supervisor/Supervisor.ts"
+import { DeviceOwners } from "../../../entities/DeviceOwners.ts"
 import { booleanParam, idParams, listParams, refSchema } from "../params.ts"
 import { type Api, listReply } from "../route.ts"
 import { registerResource } from "./resources.ts"
@@ -134,7 +134,7 @@ export const alertRoutes = (api: Api): void => {
     filters: { "space.id": "space_id", "product.id": "product_id" },
     afterWrite: (organisationId) =>
       Effect.andThen(
-        Supervisor.use((supervisor) => supervisor.rulesChanged(organisationId)),
+        DeviceOwners.use((owners) => owners.rulesChanged(organisationId)),
         // A deleted rule takes its alerts along: the spaces' open-alert counts drop.
         Spaces.use((spaces) => spaces.recount(organisationId))
       )
