@@ -10,7 +10,6 @@ import { Bus } from "./bus/Bus.ts"
 import { Activity } from "./ingest/Activity.ts"
 import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
-import { Spaces } from "./supervisor/Spaces.ts"
 import { DeviceReads } from "./store/DeviceReads.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { SetupLive } from "./store/setup.ts"
@@ -50,8 +49,7 @@ export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
   SignInGuard.layer,
   DeviceReads.layer,
   // After the migrations: the runner endpoint's secret is a row of migration 0009.
-  EntitiesLive.pipe(Layer.provideMerge(ClusterLive.pipe(Layer.provide(SetupLive)))),
-  Spaces.layer
+  EntitiesLive.pipe(Layer.provideMerge(ClusterLive.pipe(Layer.provide(SetupLive))))
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(Writer.layer, bus, Activity.layer)),
   Layer.provideMerge(StoreLive),

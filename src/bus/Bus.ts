@@ -1,5 +1,4 @@
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
-import type { SpaceCountEvent } from "../../actors/spaceMachine.ts"
 import { AppConfig } from "../config.ts"
 import { makeNatsBus } from "./natsBus.ts"
 
@@ -13,10 +12,8 @@ export interface Delivery {
 }
 
 /**
- * Cluster-wide notices: a credential stopped working, so caches and sessions must drop it;
- * something an organisation's devices embed changed, so cached device reads must go; or the
- * live counts of spaces moved (`origin` names the process that applied the changes to the
- * store, before its clock read `at`), so every process's space actors follow.
+ * Cluster-wide notices: a credential stopped working, so caches and sessions must drop it; or
+ * something an organisation's devices embed changed, so cached device reads must go.
  */
 export type ControlMessage =
   | { readonly type: "credentials.changed" }
@@ -25,12 +22,6 @@ export type ControlMessage =
   | { readonly type: "devices.seen"; readonly deviceIds: ReadonlyArray<string> }
   /** An organisation's alert rules were written: its cached rules and hosted devices follow. */
   | { readonly type: "rules.changed"; readonly organisationId: string }
-  | {
-    readonly type: "spaces.changed"
-    readonly origin: string
-    readonly at: number
-    readonly changes: ReadonlyArray<{ readonly spaceId: string; readonly event: SpaceCountEvent }>
-  }
 
 export class BusUnreachable extends Schema.TaggedError<BusUnreachable>()("BusUnreachable", {
   setting: Schema.String,

@@ -1,114 +1,152 @@
 import { createActor } from "xstate"
 import { describe, expect, it } from "vitest"
-import { livenessEvent, type SpaceEvent, type SpaceInput, spaceMachine } from "../../actors/spaceMachine.ts"
+import { CLOSED_KEPT, liveOf, type SpaceEvent, type SpaceInput, spaceMachine } from "../../actors/spaceMachine.ts"
 
-const space = (input: SpaceInput = { spaceId: "spc_1", timezone: "Europe/Berlin" }) => createActor(spaceMachine, { input }).start()
+const space = (input: Partial<SpaceInput> = {}) =>
+  createActor(spaceMachine, { input: { spaceId: "spc_1", timezone: "Europe/Berlin", ...input } }).start()
 
-const counts = (actor: ReturnType<typeof space>) => {
-  const { devicesOnline, devicesOffline, openAlerts } = actor.getSnapshot().context
-  return { devicesOnline, devicesOffline, openAlerts }
-}
+const counts = (actor: ReturnType<typeof space>) => liveOf(actor.getSnapshot().context)
+const live = (devicesOnline: number, devicesOffline: number, openAlerts: number) => ({ devicesOnline, devicesOffline, openAlerts })
 
 const sendAll = (actor: ReturnType<typeof space>, events: ReadonlyArray<SpaceEvent>) => {
   for (const event of events) actor.send(event)
 }
 
+/** The counts derived from the sets, against which the kept counts are checked. */
+const derived = (actor: ReturnType<typeof space>) => {
+  const { devices, alerts } = actor.getSnapshot().context
+  const all = [...devices.values()]
+  return live(all.filter((d) => d.liveness === "online").length, all.filter((d) => d.liveness === "offline").length, alerts.size)
+}
+
+const members = [
+  { deviceId: "d1", liveness: "other" as const, at: 0 },
+  { deviceId: "d2", liveness: "online" as const, at: 10 },
+  { deviceId: "d3", liveness: "offline" as const, at: 10 }
+]
+
 describe("spaceMachine", () => {
-  it("starts from its input, zero counts by default", () => {
-    const actor = space()
-    expect(actor.getSnapshot().context).toEqual({
-      spaceId: "spc_1",
-      timezone: "Europe/Berlin",
-      recipients: [],
-      devicesOnline: 0,
-      devicesOffline: 0,
-      openAlerts: 0
+  it("starts from its seed: members by liveness, open alerts of members only", () => {
+    const actor = space({
+      recipients: ["ou_1"],
+      devices: members,
+      alerts: [{ alertId: "a1", deviceId: "d3" }, { alertId: "a2", deviceId: "elsewhere" }]
     })
-    const counted = createActor(spaceMachine, {
-      input: { spaceId: "spc_2", timezone: "UTC", recipients: ["ou_1"], devicesOnline: 3, devicesOffline: 1, openAlerts: 2 }
-    }).start()
-    expect(counts(counted)).toEqual({ devicesOnline: 3, devicesOffline: 1, openAlerts: 2 })
-    expect(counted.getSnapshot().context.recipients).toEqual(["ou_1"])
+    expect(counts(actor)).toEqual(live(1, 1, 1))
+    expect(actor.getSnapshot().context).toMatchObject({ spaceId: "spc_1", timezone: "Europe/Berlin", recipients: ["ou_1"] })
+    expect(counts(space())).toEqual(live(0, 0, 0))
   })
 
-  it("moves a device between online and offline", () => {
-    const actor = space()
-    actor.send({ type: "device.online", was: "other" })
-    actor.send({ type: "device.online", was: "other" })
-    expect(counts(actor)).toMatchObject({ devicesOnline: 2, devicesOffline: 0 })
-    actor.send({ type: "device.offline", was: "online" })
-    expect(counts(actor)).toMatchObject({ devicesOnline: 1, devicesOffline: 1 })
-    actor.send({ type: "device.online", was: "offline" })
-    expect(counts(actor)).toMatchObject({ devicesOnline: 2, devicesOffline: 0 })
-    actor.send({ type: "device.offline", was: "other" })
-    expect(counts(actor)).toMatchObject({ devicesOnline: 2, devicesOffline: 1 })
+  it("moves a member between online and offline, a later change winning", () => {
+    const actor = space({ devices: members })
+    actor.send({ type: "device.liveness", deviceId: "d1", liveness: "online", at: 20 })
+    expect(counts(actor)).toEqual(live(2, 1, 0))
+    actor.send({ type: "device.liveness", deviceId: "d2", liveness: "offline", at: 30 })
+    expect(counts(actor)).toEqual(live(1, 2, 0))
+    // Older than what the space holds for d2: ignored.
+    actor.send({ type: "device.liveness", deviceId: "d2", liveness: "online", at: 25 })
+    expect(counts(actor)).toEqual(live(1, 2, 0))
+    actor.send({ type: "device.liveness", deviceId: "d3", liveness: "other", at: 30 })
+    expect(counts(actor)).toEqual(live(1, 1, 0))
+    expect(counts(actor)).toEqual(derived(actor))
   })
 
-  it("takes a device out of the counts when it leaves", () => {
-    const actor = space({ spaceId: "spc_1", timezone: "UTC", devicesOnline: 2, devicesOffline: 2 })
-    actor.send({ type: "device.left", was: "online" })
-    actor.send({ type: "device.left", was: "offline", count: 2 })
-    expect(counts(actor)).toMatchObject({ devicesOnline: 1, devicesOffline: 0 })
+  it("counts a change delivered twice once", () => {
+    const actor = space({ devices: members })
+    const events: Array<SpaceEvent> = [
+      { type: "device.liveness", deviceId: "d1", liveness: "online", at: 20 },
+      { type: "alert.opened", alertId: "a1", deviceId: "d1" },
+      { type: "device.liveness", deviceId: "d1", liveness: "offline", at: 40 },
+      { type: "alert.opened", alertId: "a2", deviceId: "d1" }
+    ]
+    sendAll(actor, events)
+    sendAll(actor, events)
+    expect(counts(actor)).toEqual(live(1, 2, 2))
+    actor.send({ type: "alert.closed", alertId: "a1" })
+    actor.send({ type: "alert.closed", alertId: "a1" })
+    expect(counts(actor)).toEqual(live(1, 2, 1))
+    expect(counts(actor)).toEqual(derived(actor))
   })
 
-  it("folds identical changes with count", () => {
-    const actor = space()
-    actor.send({ type: "device.online", was: "other", count: 10 })
-    actor.send({ type: "device.offline", was: "online", count: 4 })
-    actor.send({ type: "alert.opened", count: 4 })
-    actor.send({ type: "alert.resolved", count: 3 })
-    expect(counts(actor)).toEqual({ devicesOnline: 6, devicesOffline: 4, openAlerts: 1 })
+  it("ignores changes about devices that are not members until they join", () => {
+    const actor = space({ devices: members })
+    actor.send({ type: "device.liveness", deviceId: "d9", liveness: "online", at: 50 })
+    actor.send({ type: "alert.opened", alertId: "a9", deviceId: "d9" })
+    expect(counts(actor)).toEqual(live(1, 1, 0))
+    actor.send({ type: "device.joined", deviceId: "d9", liveness: "online", at: 50 })
+    actor.send({ type: "alert.opened", alertId: "a9", deviceId: "d9" })
+    expect(counts(actor)).toEqual(live(2, 1, 1))
+    // Joining again with an older liveness changes nothing.
+    actor.send({ type: "device.joined", deviceId: "d9", liveness: "offline", at: 40 })
+    expect(counts(actor)).toEqual(live(2, 1, 1))
   })
 
-  it("counts alerts opened and resolved", () => {
-    const actor = space()
-    sendAll(actor, [{ type: "alert.opened" }, { type: "alert.opened" }, { type: "alert.resolved" }])
-    expect(counts(actor).openAlerts).toBe(1)
-  })
-
-  it("never lets a count go below zero", () => {
-    const actor = space()
-    sendAll(actor, [
-      { type: "alert.resolved" },
-      { type: "device.left", was: "online" },
-      { type: "device.left", was: "offline", count: 5 },
-      { type: "device.offline", was: "online" },
-      { type: "device.online", was: "offline" }
-    ])
-    expect(counts(actor)).toEqual({ devicesOnline: 1, devicesOffline: 0, openAlerts: 0 })
-    actor.send({ type: "alert.opened", count: -3 })
-    actor.send({ type: "alert.resolved", count: Number.NaN })
+  it("never reopens a closed alert, even when the open arrives late", () => {
+    const actor = space({ devices: members })
+    actor.send({ type: "alert.closed", alertId: "a1" })
+    actor.send({ type: "alert.opened", alertId: "a1", deviceId: "d1" })
+    expect(counts(actor).openAlerts).toBe(0)
+    // A reseed that still lists it (it cannot, the close is written first) does not reopen it either.
+    actor.send({ type: "space.seeded", timezone: "UTC", recipients: [], devices: members, alerts: [{ alertId: "a1", deviceId: "d1" }] })
     expect(counts(actor).openAlerts).toBe(0)
   })
 
-  it("replaces its counts on a recount, keeping settings not named", () => {
-    const actor = space({ spaceId: "spc_1", timezone: "UTC", recipients: ["ou_1"] })
-    sendAll(actor, [{ type: "device.online", was: "other", count: 7 }, { type: "alert.opened", count: 2 }])
-    actor.send({ type: "space.recounted", devicesOnline: 3, devicesOffline: 1, openAlerts: 0 })
-    expect(counts(actor)).toEqual({ devicesOnline: 3, devicesOffline: 1, openAlerts: 0 })
-    expect(actor.getSnapshot().context).toMatchObject({ timezone: "UTC", recipients: ["ou_1"] })
-    actor.send({ type: "space.recounted", devicesOnline: -1, devicesOffline: 2, openAlerts: 1, timezone: "Asia/Tokyo", recipients: [] })
-    expect(counts(actor)).toEqual({ devicesOnline: 0, devicesOffline: 2, openAlerts: 1 })
-    expect(actor.getSnapshot().context).toMatchObject({ timezone: "Asia/Tokyo", recipients: [] })
+  it("remembers a bounded number of closed alerts", () => {
+    const actor = space({ devices: members })
+    for (let i = 0; i <= CLOSED_KEPT; i++) actor.send({ type: "alert.closed", alertId: `a${i}` })
+    const { closed } = actor.getSnapshot().context
+    expect(closed.size).toBe(CLOSED_KEPT)
+    expect(closed.has("a0")).toBe(false)
+    expect(closed.has(`a${CLOSED_KEPT}`)).toBe(true)
   })
 
-  it("takes a new timezone and recipients without touching the counts", () => {
-    const actor = space()
-    actor.send({ type: "device.online", was: "other" })
-    actor.send({ type: "space.configured", recipients: ["ou_1", "ou_2"] })
-    expect(actor.getSnapshot().context).toMatchObject({ timezone: "Europe/Berlin", recipients: ["ou_1", "ou_2"], devicesOnline: 1 })
-    actor.send({ type: "space.configured", timezone: "America/New_York" })
-    expect(actor.getSnapshot().context).toMatchObject({ timezone: "America/New_York", recipients: ["ou_1", "ou_2"], devicesOnline: 1 })
+  it("replaces members, alerts and settings on a reseed, keeping a newer liveness it holds", () => {
+    const actor = space({ devices: members, alerts: [{ alertId: "a1", deviceId: "d3" }] })
+    actor.send({ type: "device.liveness", deviceId: "d2", liveness: "offline", at: 100 })
+    actor.send({
+      type: "space.seeded",
+      timezone: "Asia/Tokyo",
+      recipients: ["ou_2", "ou_1"],
+      // d3 moved away; d2's seed is older than what the space holds; d4 is new.
+      devices: [{ deviceId: "d1", liveness: "other", at: 0 }, { deviceId: "d2", liveness: "online", at: 50 }, {
+        deviceId: "d4",
+        liveness: "online",
+        at: 60
+      }],
+      alerts: [{ alertId: "a4", deviceId: "d4" }]
+    })
+    expect(counts(actor)).toEqual(live(1, 1, 1))
+    expect(counts(actor)).toEqual(derived(actor))
+    expect(actor.getSnapshot().context).toMatchObject({ timezone: "Asia/Tokyo", recipients: ["ou_2", "ou_1"] })
+    // d3 is no member any more: its changes are ignored.
+    actor.send({ type: "device.liveness", deviceId: "d3", liveness: "online", at: 200 })
+    expect(counts(actor)).toEqual(live(1, 1, 1))
   })
 
-  it("names the count event of a device's change of liveness", () => {
-    expect(livenessEvent("other", "online")).toEqual({ type: "device.online", was: "other", count: 1 })
-    expect(livenessEvent("offline", "online", 3)).toEqual({ type: "device.online", was: "offline", count: 3 })
-    expect(livenessEvent("online", "offline")).toEqual({ type: "device.offline", was: "online", count: 1 })
-    expect(livenessEvent("other", "offline")).toEqual({ type: "device.offline", was: "other", count: 1 })
-    expect(livenessEvent("online", "other")).toEqual({ type: "device.left", was: "online", count: 1 })
-    expect(livenessEvent("offline", "other")).toEqual({ type: "device.left", was: "offline", count: 1 })
-    expect(livenessEvent("online", "online")).toBeUndefined()
-    expect(livenessEvent("other", "other")).toBeUndefined()
+  it("keeps its counts equal to its sets through a random history told out of order and twice", () => {
+    const ids = ["d1", "d2", "d3", "d4", "d5"]
+    const actor = space({ devices: ids.map((deviceId) => ({ deviceId, liveness: "other" as const, at: 0 })) })
+    let seed = 7
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed % n
+    }
+    const events: Array<SpaceEvent> = []
+    for (let i = 0; i < 500; i++) {
+      const deviceId = ids[random(ids.length)]
+      const pick = random(4)
+      if (pick === 0) events.push({ type: "device.liveness", deviceId, liveness: (["online", "offline", "other"] as const)[random(3)], at: random(1000) })
+      else if (pick === 1) events.push({ type: "alert.opened", alertId: `a${random(50)}`, deviceId })
+      else if (pick === 2) events.push({ type: "alert.closed", alertId: `a${random(50)}` })
+      else events.push(events[random(events.length || 1)] ?? { type: "alert.closed", alertId: "none" })
+    }
+    sendAll(actor, events)
+    expect(counts(actor)).toEqual(derived(actor))
+    // Each device holds the liveness of its latest `at`, whatever the order of arrival.
+    for (const id of ids) {
+      const told = events.filter((e): e is Extract<SpaceEvent, { type: "device.liveness" }> => e.type === "device.liveness" && e.deviceId === id)
+      const latest = Math.max(0, ...told.map((e) => e.at))
+      expect(actor.getSnapshot().context.devices.get(id)?.at).toBe(latest)
+    }
   })
 })

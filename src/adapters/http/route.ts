@@ -9,7 +9,7 @@ import { isConnectionLoss, type Sql, type SqlError, storeLost } from "../../stor
 import type { Ingest } from "../../ingest/Ingest.ts"
 import type { SignInGuard } from "../../auth/SignInGuard.ts"
 import type { DeviceOwners } from "../../entities/DeviceOwners.ts"
-import type { Spaces } from "../../supervisor/Spaces.ts"
+import type { Sharding } from "effect/cluster"
 import type { DeviceReads } from "../../store/DeviceReads.ts"
 import { screen } from "../../ingest/payload.ts"
 import { printable } from "../logLine.ts"
@@ -17,7 +17,7 @@ import { parseInput } from "../validation.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
-export type HttpServices = Sql | Auth | Ingest | SignInGuard | DeviceOwners | Spaces | DeviceReads
+export type HttpServices = Sql | Auth | Ingest | SignInGuard | DeviceOwners | Sharding.Sharding | DeviceReads
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {

@@ -1,10 +1,11 @@
 import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import { InvalidInput } from "../../../domain/errors.ts"
-import { alertQuery, applyAlertEvent, ruleQuery, rulesTable, templateQuery, templatesTable } from "../../../store/alerts.ts"
+import { alertQuery, ruleQuery, rulesTable, templateQuery, templatesTable } from "../../../store/alerts.ts"
 import { getOne, listRows } from "../../../store/crud.ts"
 import { Sql } from "../../../store/Sql.ts"
-import { Spaces } from "../../../supervisor/Spaces.ts"
+import { spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
+import { resolveAlert } from "../../../entities/alertRequests.ts"
 import { DeviceOwners } from "../../../entities/DeviceOwners.ts"
 import { booleanParam, idParams, listParams, refSchema } from "../params.ts"
 import { type Api, listReply } from "../route.ts"
@@ -132,12 +133,9 @@ export const alertRoutes = (api: Api): void => {
     createBody: createRuleBody,
     updateBody: updateRuleBody,
     filters: { "space.id": "space_id", "product.id": "product_id" },
-    afterWrite: (organisationId) =>
-      Effect.andThen(
-        DeviceOwners.use((owners) => owners.rulesChanged(organisationId)),
-        // A deleted rule takes its alerts along: the spaces' open-alert counts drop.
-        Spaces.use((spaces) => spaces.recount(organisationId))
-      )
+    // A deleted rule takes its alerts along: the spaces' open-alert counts drop.
+    spacesOf: (sql, organisationId, id) => spacesWithOpenAlerts(sql, organisationId, { ruleId: id }),
+    afterWrite: (organisationId) => DeviceOwners.use((owners) => owners.rulesChanged(organisationId))
   })
 
   api.route({
@@ -219,20 +217,6 @@ export const alertRoutes = (api: Api): void => {
     params: idParams,
     body: z.object({ resolvedAt: z.number().int().min(0).optional(), acknowledgedAt: z.number().int().min(0).optional() }),
     response: alertSchema,
-    handler: ({ principal, params, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        if (body.acknowledgedAt !== undefined) {
-          yield* applyAlertEvent(sql, principal.organisationId, params.id, { type: "alert.acknowledged", at: body.acknowledgedAt })
-        }
-        if (body.resolvedAt !== undefined || body.acknowledgedAt === undefined) {
-          const outcome = yield* applyAlertEvent(sql, principal.organisationId, params.id, { type: "alert.resolved", at: body.resolvedAt ?? Date.now() })
-          const spaceId = outcome.spaceId
-          if (outcome.resolved && spaceId !== null) {
-            yield* Spaces.use((spaces) => spaces.changed(Date.now(), [{ spaceId, event: { type: "alert.resolved" } }]))
-          }
-        }
-        return yield* getOne(sql, alertQuery, principal.organisationId, params.id)
-      })
+    handler: ({ principal, params, body }) => resolveAlert(principal.organisationId, params.id, body)
   })
 }

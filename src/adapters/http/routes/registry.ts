@@ -15,7 +15,7 @@ import { Sql } from "../../../store/Sql.ts"
 import { idParams } from "../params.ts"
 import { type Api, JsonText } from "../route.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
-import { Spaces } from "../../../supervisor/Spaces.ts"
+import { presentSpaces, spacesOfDevice, spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { devicesChanged } from "./resources.ts"
 import {
   createDeviceBody,
@@ -107,8 +107,8 @@ export const registryRoutes = (api: Api): void => {
     },
     readOne: readDevice,
     afterDelete: forgetDevice,
-    // A device moved to another space or deleted takes its liveness and open alerts along.
-    afterWrite: (organisationId) => Spaces.use((spaces) => spaces.recount(organisationId))
+    // A device created, moved to another space or deleted takes its liveness and open alerts along.
+    spacesOf: spacesOfDevice
   })
 
   registerResource(api, {
@@ -122,7 +122,9 @@ export const registryRoutes = (api: Api): void => {
     updateBody: updateSpaceBody,
     filters: { country: "country" },
     listAccess: "directory",
-    present: (items) => Spaces.use((spaces) => spaces.present(items))
+    // Its timezone (the entity holds it) changed, or it was deleted.
+    spacesOf: (_sql, _organisationId, id) => Effect.succeed([id]),
+    present: presentSpaces
   })
 
   registerResource(api, {
@@ -133,7 +135,9 @@ export const registryRoutes = (api: Api): void => {
     query: productQuery,
     schema: productSchema,
     createBody: createProductBody,
-    updateBody: updateProductBody
+    updateBody: updateProductBody,
+    // Deleting a product deletes its rules and their alerts.
+    spacesOf: (sql, organisationId, id) => spacesWithOpenAlerts(sql, organisationId, { productId: id })
   })
 
   registerResource(api, {

@@ -1,7 +1,8 @@
 import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import { deleteRow, getOne, insertRow, listOf, type ResourceQuery, type Table, updateRow } from "../../../store/crud.ts"
-import { Sql, type SqlError } from "../../../store/Sql.ts"
+import { Sql, type SqlClient, type SqlError } from "../../../store/Sql.ts"
+import { reseedSpaces } from "../../../entities/spaceReads.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
 import type { DomainError } from "../../../domain/errors.ts"
 import { idParams, listParams } from "../params.ts"
@@ -34,7 +35,13 @@ export interface ResourceSpec<T> {
   readonly readOne?: (organisationId: string, id: string) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
   /** Runs after any create, update or delete, with the organisation (rules reconfigure actors). */
   readonly afterWrite?: (organisationId: string) => Effect.Effect<void, never, HttpServices>
-  /** Completes what the store query read before it is answered (spaces: live counts from their actors). */
+  /**
+   * The spaces whose Space entity a write of this row changes (a device's space, a space itself,
+   * the spaces of a rule's open alerts): read before and after the write, and told to reseed
+   * once it is committed.
+   */
+  readonly spacesOf?: (sql: SqlClient, organisationId: string, id: string) => Effect.Effect<ReadonlyArray<string>, SqlError>
+  /** Completes what the store query read before it is answered (spaces: live counts from their entities). */
   readonly present?: (items: ReadonlyArray<T>) => Effect.Effect<Array<T>, SqlError, HttpServices>
 }
 
@@ -49,6 +56,10 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
   const name = spec.table.resource
   const orders = Object.keys(spec.query.order)
   const filters = spec.filters ?? {}
+  const spacesOf = (organisationId: string, id: string): Effect.Effect<ReadonlyArray<string>, SqlError, Sql> => {
+    const read = spec.spacesOf
+    return read === undefined ? Effect.succeed([]) : Sql.use((sql) => read(sql, organisationId, id))
+  }
   const present = (item: T) => (spec.present === undefined ? Effect.succeed(item) : Effect.map(spec.present([item]), (items) => items[0]))
   const listQuery = z.object({
     ...listParams(orders, orders[0]),
@@ -68,7 +79,15 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         const sql = yield* Sql
         const id = yield* insertRow(sql, spec.table, principal.organisationId, body)
         return yield* present(yield* getOne(sql, spec.query, principal.organisationId, id))
-      })).pipe(Effect.tap(() => spec.afterWrite?.(principal.organisationId) ?? Effect.void))
+      })).pipe(
+        Effect.tap((created) =>
+          Effect.gen(function*() {
+            const id = typeof created === "object" && created !== null && "id" in created && typeof created.id === "string" ? created.id : undefined
+            if (id !== undefined) yield* reseedSpaces(yield* spacesOf(principal.organisationId, id))
+            if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
+          })
+        )
+      )
   })
 
   api.route({
@@ -98,8 +117,10 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     handler: ({ principal, params, body }) =>
       Effect.gen(function*() {
         const sql = yield* Sql
+        const before = yield* spacesOf(principal.organisationId, params.id)
         yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
         yield* devicesChanged(principal.organisationId)
+        yield* reseedSpaces([...before, ...yield* spacesOf(principal.organisationId, params.id)])
         if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
         return yield* present(yield* getOne(sql, spec.query, principal.organisationId, params.id))
       })
@@ -116,8 +137,10 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     handler: ({ principal, params }) =>
       Effect.gen(function*() {
         const sql = yield* Sql
+        const before = yield* spacesOf(principal.organisationId, params.id)
         yield* deleteRow(sql, spec.table, principal.organisationId, params.id)
         yield* devicesChanged(principal.organisationId)
+        yield* reseedSpaces(before)
         if (spec.afterDelete !== undefined) yield* spec.afterDelete
         if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
         return { id: params.id, deleted: true }

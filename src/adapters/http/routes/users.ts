@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { Auth } from "../../../auth/Auth.ts"
 import { NotFound } from "../../../domain/errors.ts"
 import { type SpaceJson, spaceQuery } from "../../../store/spaces.ts"
-import { Spaces } from "../../../supervisor/Spaces.ts"
+import { presentSpaces, reseedSpaces, spacesOfRecipient } from "../../../entities/spaceReads.ts"
 import { getOne } from "../../../store/crud.ts"
 import {
   addOrganisationUser,
@@ -66,8 +66,9 @@ const ouParams = z.object({ organisationUserId: z.string().min(1).max(200) })
 const teamParams = z.object({ id: z.string().min(1).max(200) })
 const teamMemberParams = z.object({ id: z.string().min(1).max(200), organisationUserId: z.string().min(1).max(200) })
 const spaceUserParams = z.object({ id: z.string().min(1).max(200), organisationUserId: z.string().min(1).max(200) })
-/** A space as `GET /spaces/{id}` answers it: with live counts, its actor taking the recipients just changed. */
-const presentSpace = (space: SpaceJson) => Spaces.use((spaces) => spaces.present([space])).pipe(Effect.map((items) => items[0]))
+/** A space as `GET /spaces/{id}` answers it, with live counts, once its entity has read the recipients just changed. */
+const presentSpace = (space: SpaceJson) =>
+  Effect.andThen(reseedSpaces([space.id]), presentSpaces([space])).pipe(Effect.map((items) => items[0]))
 const memberBody = z.object({ organisationUserId: z.string().min(1).max(200) })
 
 const forget = Auth.use((auth) => auth.forget())
@@ -164,8 +165,12 @@ export const userRoutes = (api: Api): void => {
     response: z.object({ removed: z.literal(true) }),
     handler: ({ principal, params }) =>
       Effect.gen(function*() {
-        yield* Sql.use((sql) => sql.transaction((tx) => removeOrganisationUser(tx, principal.organisationId, params.organisationUserId)))
+        const sql = yield* Sql
+        const spaces = yield* spacesOfRecipient(sql, params.organisationUserId)
+        yield* sql.transaction((tx) => removeOrganisationUser(tx, principal.organisationId, params.organisationUserId))
         yield* forget
+        // Its alert subscriptions went with it.
+        yield* reseedSpaces(spaces)
         return { removed: true }
       })
   })
