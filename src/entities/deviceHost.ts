@@ -283,6 +283,9 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       }
       const latest = lastSeenOf(device)
       if (latest === null || at > latest) {
+        // The noted sign kept the device alive up to its deadline, this one comes after it: told
+        // first, so that only a real gap between two signs counts as offline.
+        if (device.noted !== null && device.timer !== undefined && at > device.timer.deadline) catchUp(device)
         const value = device.actor.getSnapshot().value
         if (anomalies.length === 0 && (value === "online" || value === "unwatched")) device.noted = at
         else {
@@ -322,7 +325,9 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       const device = devices.get(deviceId)
       if (device !== undefined && device.wakeAt !== null && device.wakeAt <= Math.max(now, deadline)) device.wakeAt = null
       for (const d of devices.values()) if (d.timer !== undefined && d.timer.deadline <= now) expire(d, now)
-      // The one woken asks for its next deadline (its wake-up was cleared after it settled).
+      // The one woken asks for its next deadline (its wake-up was cleared after it settled),
+      // counted from its newest sign of life.
+      if (device !== undefined && device.wakeAt === null) catchUp(device)
       if (device !== undefined && device.wakeAt === null && device.timer !== undefined) {
         device.wakeAt = device.timer.deadline
         effects.wakes.push({ deviceId, deadline: device.timer.deadline })

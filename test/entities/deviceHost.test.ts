@@ -105,6 +105,19 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     expect(fx.wakes).toEqual([{ deviceId: "d2", deadline: T0 + AFTER + 5_000 + AFTER }])
   })
 
+  it("signs noted one within the deadline and one after it, before the wake-up: no gap, no offline", () => {
+    const { host } = hostWith([offlineRule])
+    const device = host.activate(fresh("d2b"), T0)
+    host.seen(device, T0, undefined, T0)
+    stored(host, device)
+    host.seen(device, T0 + AFTER - 1_000, undefined, T0 + AFTER - 1_000)
+    host.seen(device, T0 + AFTER + 20, undefined, T0 + AFTER + 20)
+    host.wake("d2b", T0 + AFTER, T0 + AFTER + 250)
+    const fx = host.drain()
+    expect(fx.alerts).toEqual([])
+    expect(fx.wakes).toEqual([{ deviceId: "d2b", deadline: T0 + AFTER + 20 + AFTER }])
+  })
+
   it("rehydrated from its row, it keeps the pending wake-up, catches up from last_seen_at and fires once", () => {
     const first = hostWith([offlineRule]).host
     const before = first.activate(fresh("d3"), T0)
