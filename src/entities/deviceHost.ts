@@ -1,8 +1,9 @@
-import { type Actor, createActor } from "xstate"
+import { createActor } from "xstate"
 import { type DeviceEmitted, type DeviceEvent, deviceMachine } from "../../actors/deviceMachine.ts"
-import { evaluateThreshold } from "../../actors/rules.ts"
+import { alertIntents } from "./deviceAlerts.ts"
+import { type Activation, type Effects, HostedDevice, livenessOf, type Timer } from "./hostedDevice.ts"
 import type { DeviceLive, SeenEvent } from "./protocol.ts"
-import { applies, offlineAfterMs, type OrganisationRules, type Place, type Rule } from "./rules.ts"
+import { applies, offlineAfterMs, type OrganisationRules, type Rule } from "./rules.ts"
 
 /**
  * The devices of one bucket, each hosting its `deviceMachine`, without I/O: what happens
@@ -20,74 +21,7 @@ import { applies, offlineAfterMs, type OrganisationRules, type Place, type Rule 
  *   was offline in between, and goes offline, then online).
  * - Rules are re-derived whenever the rules held for the organisation changed version.
  */
-export type Liveness = "online" | "offline" | "other"
-export const livenessOf = (value: unknown): Liveness => (value === "online" ? "online" : value === "offline" ? "offline" : "other")
-
-type DeviceActor = Actor<typeof deviceMachine>
 type SeenEventValue = typeof SeenEvent.Type
-
-/** A device's row in `device_actors`, and what its `devices` row says (activation). */
-export interface Activation {
-  readonly deviceId: string
-  readonly place: Place
-  /** `devices.last_seen_at`: every committed sign of life, told or not. */
-  readonly lastSeenAt: number | null
-  readonly snapshot: unknown
-  readonly wakeAt: number | null
-  readonly liveness: Liveness
-  readonly livenessAt: number
-  /** Rules for which the device has an open alert. */
-  readonly raised: ReadonlyArray<string>
-}
-
-export type AlertIntent =
-  | {
-    readonly _tag: "raise"
-    readonly rule: Rule
-    readonly deviceId: string
-    readonly key: string
-    readonly at: number
-    readonly note: string
-    readonly event: SeenEventValue | null
-  }
-  | { readonly _tag: "clear"; readonly rule: Rule; readonly deviceId: string; readonly key: string; readonly at: number }
-
-export interface Effects {
-  /** Persisted wake-ups to schedule (`CheckOffline`). */
-  readonly wakes: Array<{ readonly deviceId: string; readonly deadline: number }>
-  readonly alerts: Array<AlertIntent>
-  /** Devices whose liveness left what their row says: told to their space, then stored. */
-  readonly liveness: Map<HostedDevice, { readonly liveness: Liveness; readonly at: number }>
-}
-
-interface Timer {
-  readonly fire: () => void
-  readonly ms: number
-  readonly device: HostedDevice
-  deadline: number
-}
-
-export class HostedDevice {
-  timer: Timer | undefined = undefined
-  /** Newest sign of life not told to the machine yet. */
-  noted: number | null = null
-  rulesVersion = -1
-  /** Its snapshot changed in a way the rows do not re-derive (baselines): written behind. */
-  dirty = false
-  constructor(
-    readonly id: string,
-    readonly actor: DeviceActor,
-    public place: Place,
-    /** Epoch ms of the persisted wake-up scheduled and not yet delivered; null: none. */
-    public wakeAt: number | null,
-    /** Liveness as stored in its row (what its space counts), and as of when. */
-    public reported: Liveness,
-    public reportedAt: number,
-    /** Rules for which it may have an open alert (threshold and anomaly). */
-    public raised: Array<string>,
-    public lastActiveAt: number
-  ) {}
-}
 
 export interface DeviceHost {
   readonly devices: ReadonlyMap<string, HostedDevice>
@@ -109,6 +43,8 @@ export interface DeviceHost {
   /** The effects collected since the last drain. */
   drain(): Effects
 }
+
+export { type Activation, type Effects, HostedDevice, type Liveness, livenessOf } from "./hostedDevice.ts"
 
 const emptyEffects = (): Effects => ({ wakes: [], alerts: [], liveness: new Map() })
 
@@ -135,45 +71,13 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
 
   const rulesFor = (device: HostedDevice) => rulesOf(device.place.organisationId)?.rules ?? []
 
-  const raise = (device: HostedDevice, rule: Rule, key: string, at: number, note: string, event: SeenEventValue | null) => {
-    if (rule.type !== "offline" && !device.raised.includes(rule.id)) device.raised.push(rule.id)
-    effects.alerts.push({ _tag: "raise", rule, deviceId: device.id, key, at, note, event })
-  }
-  /** A condition cleared: told only to an alert that may be open and resolves itself. */
-  const clear = (device: HostedDevice, rule: Rule, key: string, at: number) => {
-    if (!rule.autoResolve) return
-    if (rule.type !== "offline") {
-      const i = device.raised.indexOf(rule.id)
-      if (i < 0) return
-      device.raised.splice(i, 1)
-    }
-    effects.alerts.push({ _tag: "clear", rule, deviceId: device.id, key, at })
-  }
-
-  const perform = (device: HostedDevice, e: DeviceEmitted) => {
-    const rules = rulesFor(device)
-    if (e.type === "device.anomaly") {
-      const rule = rules.find((r) => r.id === e.ruleId)
-      const eventId = currentEvent?.id ?? String(e.at)
-      if (rule === undefined) return
-      if (e.verdict === "breach") {
-        raise(device, rule, `anomaly:${eventId}`, e.at, `value ${e.z.toFixed(1)} standard deviations from its baseline`, null)
-      } else clear(device, rule, `clear:${eventId}`, e.at)
-      return
-    }
-    for (const rule of rules) {
-      if (rule.type !== "offline" || !applies(rule, device.place)) continue
-      if (e.type === "device.offline") {
-        raise(device, rule, `offline@${e.at}`, e.at, `no sign of life since ${new Date(e.lastSeenAt ?? 0).toISOString()}`, null)
-      } else clear(device, rule, `online@${e.at}`, e.at)
-    }
-  }
+  const alerts = alertIntents((intent) => effects.alerts.push(intent))
 
   /** Whatever a step of the machine did: its emissions, its timer's deadline, its liveness. */
   const settle = (device: HostedDevice, at: number) => {
     for (const e of emitted.splice(0)) {
       if (e.type !== "device.anomaly") at = e.at
-      perform(device, e)
+      alerts.emitted(device, rulesFor(device), e, currentEvent)
     }
     const snapshot = device.actor.getSnapshot()
     const timer = device.timer
@@ -294,11 +198,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
         }
       }
       if (event === undefined) return
-      for (const rule of thresholds) {
-        const verdict = evaluateThreshold(rule.config as { eventName: string }, event.name, event.data)
-        if (verdict === "breach") raise(device, rule, `event:${event.id}`, at, `${event.name} out of range`, event)
-        else if (verdict === "clear") clear(device, rule, `clear:${event.id}`, at)
-      }
+      alerts.thresholds(device, thresholds, event, at)
       if (anomalies.length === 0) return
       catchUp(device)
       currentEvent = event
