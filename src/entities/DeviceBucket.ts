@@ -39,7 +39,7 @@ import { Rules } from "./rules.ts"
  */
 
 const FLUSH_EVERY_MS = 5_000
-const SWEEP_EVERY_MS = 60_000
+const SWEEP_EVERY = "1 minute"
 /** A device not online, idle this long and without a pending wake-up leaves its bucket's memory. */
 export const PASSIVATE_AFTER_MS = 5 * 60_000
 /** Sends and statements are retried without end (at most every 5 s): the effects of a step are not dropped. */
@@ -65,7 +65,6 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const spaces = yield* Space.client
     const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
     let flushedAt = yield* Clock.currentTimeMillis
-    let sweptAt = flushedAt
 
     /** Devices among `ids` not hosted yet, from their rows (a deleted device stays out). */
     const activate = (ids: Iterable<string>, now: number) =>
@@ -134,17 +133,13 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         }
       })
 
-    /** After a message: baselines written behind, idle devices out of memory. */
+    /** After a message: baselines written behind. */
     const housekeeping = (now: number) =>
       Effect.gen(function*() {
         if (now - flushedAt >= FLUSH_EVERY_MS) {
           flushedAt = now
           const dirty = [...host.devices.values()].filter((d) => d.dirty)
           if (dirty.length > 0) yield* flush(dirty, now)
-        }
-        if (now - sweptAt >= SWEEP_EVERY_MS) {
-          sweptAt = now
-          host.sweep(now - PASSIVATE_AFTER_MS)
         }
       })
 
@@ -210,7 +205,13 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         yield* perform(now)
       })
 
-    residents.add(bucket)
+    // Idle devices leave memory. Apart from the messages, which is safe: the sweep is synchronous,
+    // and leaves alone a device with anything pending (a wake-up, a liveness not stored, baselines).
+    yield* Effect.forkScoped(Effect.forever(Effect.delay(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => host.sweep(now - PASSIVATE_AFTER_MS))),
+      SWEEP_EVERY
+    )))
+    residents.add(bucket, host)
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         residents.remove(bucket)

@@ -1,4 +1,4 @@
-import { Deferred, Effect, Layer, Queue, Schedule } from "effect"
+import { Context, Deferred, Effect, Layer, Queue, Schedule } from "effect"
 import { Bus } from "../bus/Bus.ts"
 import { Activity, type DeviceActivity } from "../ingest/Activity.ts"
 import { touchDevices } from "../store/devices.ts"
@@ -37,7 +37,13 @@ interface Pending {
   events: Array<{ readonly at: number; readonly event: SeenEvent }>
 }
 
-export const SeenSenderLive = Layer.effectDiscard(
+export class SeenSender extends Context.Service<SeenSender, {
+  /** Buckets with signs waiting or on their way, and session signs not stored yet: 0 once every owner handled what it was sent. */
+  readonly pending: () => number
+}>()("voltaic/entities/SeenSender") {}
+
+export const SeenSenderLive = Layer.effect(
+  SeenSender,
   Effect.gen(function*() {
     const activity = yield* Activity
     const sql = yield* Sql
@@ -125,6 +131,7 @@ export const SeenSenderLive = Layer.effectDiscard(
     // Session signs: stored first (batched while a write is on its way), then sent.
     let sessions = new Map<string, DeviceActivity>()
     let waiting: Array<Deferred.Deferred<void>> = []
+    let storing = 0
     const sessionsReady = yield* Queue.sliding<void>(1)
     const storeSessions = Effect.gen(function*() {
       yield* Queue.take(sessionsReady)
@@ -132,6 +139,7 @@ export const SeenSenderLive = Layer.effectDiscard(
       const waiters = waiting
       sessions = new Map()
       waiting = []
+      storing = batch.size
       if (batch.size > 0) {
         const moved = yield* touchDevices(sql, new Map([...batch].map(([id, a]) => [id, a.at]))).pipe(
           Effect.tapError((e) => Effect.logWarning(`seen: storing ${batch.size} session signs failed, retrying`, e)),
@@ -140,6 +148,7 @@ export const SeenSenderLive = Layer.effectDiscard(
         if (moved.length > 0) yield* bus.control({ type: "devices.seen", deviceIds: moved.map((r) => r.id) })
         for (const a of batch.values()) add({ organisationId: a.organisationId, deviceId: a.deviceId, at: a.at })
       }
+      storing = 0
       for (const w of waiters) yield* Deferred.succeed(w, undefined)
     })
     yield* Effect.forkScoped(Effect.forever(storeSessions))
@@ -160,5 +169,6 @@ export const SeenSenderLive = Layer.effectDiscard(
           yield* Deferred.await(stored)
         })
     })
+    return SeenSender.of({ pending: () => busy.size + sessions.size + storing })
   })
 )

@@ -174,7 +174,8 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       return device
     },
     seen: (device, at, event, now) => {
-      device.lastActiveAt = now
+      // As of the sign: one told late (a backlog) does not keep the device in memory longer.
+      device.lastActiveAt = Math.min(at, now)
       configure(device, now)
       const thresholds: Array<Rule> = []
       const anomalies: Array<Rule> = []
