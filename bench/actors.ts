@@ -4,28 +4,29 @@
  * Two parts, each in its own Node process started with `--expose-gc` (so that heap
  * measurements start from a clean heap and one part's garbage never lands in the other's):
  *
- * - pure: `deviceMachine` actors without the supervisor or any I/O. Heap per live actor
- *   (held in a `Map` by device id, as the supervisor holds them), activation time (create,
+ * - pure: `deviceMachine` actors without the cluster or any I/O. Heap per live actor
+ *   (held in a `Map` by device id, as a device bucket holds them), activation time (create,
  *   subscribe, start, first `device.seen`), `device.seen` events/s, the persisted snapshot's
  *   size, heap left behind by passivated actors (snapshot taken, actor stopped, dropped), and
- *   activation from a snapshot (what the supervisor does when a passivated device returns).
- * - supervisor (postgres, and pglite if asked): CoreLive in-process on a fresh store; devices
+ *   activation from a snapshot (what a bucket does when a passivated device returns).
+ * - buckets (postgres, and pglite if asked): CoreLive in-process on a fresh store, its device
+ *   buckets on the cluster's runner (src/entities/DeviceBucket.ts); devices
  *   seeded with bulk SQL; activity fed through the in-process `Activity` service, as Ingest
  *   does. Activation of BENCH_DEVICES devices, then BENCH_SILENT of them are seen in one burst
  *   and fall silent at once: the lateness of each offline alert is measured against its
  *   deadline (last seen + afterSeconds), to the `alerts` row (`created_at`) and to its delivery
- *   on the in-process bus. Then events/s through the supervisor to hosted actors, heap per
+ *   on the in-process bus. Then events/s through the buckets to hosted actors, heap per
  *   hosted actor, passivation of BENCH_PASSIVATED devices (heap left behind, `device_actors`
  *   row and index entry) and their re-activation from the snapshot.
  *
  * Prints the tables and appends them to `bench/RESULTS.md`.
  *
  * Settings (environment): BENCH_DEVICES live actors (100000), BENCH_SILENT devices that fall
- * silent at once (10000), BENCH_PASSIVATED devices passivated through the supervisor (10000;
+ * silent at once (10000), BENCH_PASSIVATED devices passivated by their buckets (10000;
  * the first tenth warms the path up and is not measured),
  * BENCH_OFFLINE_AFTER afterSeconds of their offline rule (30; longer than the activation of
  * the silent devices takes, so that none of them goes offline before the burst),
- * BENCH_ROUNDS `device.seen` per pure actor (5), BENCH_EVENTS events through the supervisor
+ * BENCH_ROUNDS `device.seen` per pure actor (5), BENCH_EVENTS events through the buckets
  * (200000), BENCH_PARTS (pure,postgres; also pglite), BENCH_PG_ADMIN_URL (the server and a
  * database to connect to for CREATE DATABASE; postgres://postgres@127.0.0.1:5432/test),
  * BENCH_NO_RECORD (set: do not append to RESULTS.md).
@@ -47,7 +48,9 @@ import { Bus } from "../src/bus/Bus.ts"
 import { newId } from "../src/domain/ids.ts"
 import { Activity, type DeviceActivity } from "../src/ingest/Activity.ts"
 import { Sql } from "../src/store/Sql.ts"
-import { Supervisor } from "../src/supervisor/Supervisor.ts"
+import { PASSIVATE_AFTER_MS } from "../src/entities/DeviceBucket.ts"
+import { ResidentBuckets } from "../src/entities/residents.ts"
+import { SeenSender } from "../src/entities/SeenSender.ts"
 import { createBenchDatabase, intSetting } from "./harness.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -72,8 +75,6 @@ const settings = {
 }
 
 const AIM = { kbPerActor: 10, latenessP99Ms: 1_000 }
-/** The supervisor's PASSIVATE_AFTER_MS (not exported): activity older than this is idle. */
-const PASSIVATE_AFTER_MS = 5 * 60_000
 /** Bounds the whole run, and each part, so that nothing stuck can keep it alive. */
 const WATCHDOG_MS = 20 * 60_000
 const PART_LIMIT_MS = 15 * 60_000
@@ -209,7 +210,7 @@ const pureCase = (label: string, offlineAfterMs: number | null): PureCase => {
 
   const h0 = heapUsed()
   const rss0 = process.memoryUsage().rss
-  // The ids count: the supervisor keeps each one as its map key and in the actor's context.
+  // The ids count: a bucket keeps each one as its map key and in the actor's context.
   const ids = Array.from({ length: n }, () => newId("dev"))
   const live = new Map<string, Actor<typeof deviceMachine>>()
   const activation = new Float64Array(n)
@@ -232,7 +233,7 @@ const pureCase = (label: string, offlineAfterMs: number | null): PureCase => {
   }
   const eventsPerSecond = (n * settings.rounds) / ((performance.now() - started) / 1000)
 
-  // Passivation as the supervisor does it: the persisted snapshot goes to the store, the actor stops.
+  // Passivation as a bucket does it: the persisted snapshot goes to the store, the actor stops.
   const snapshots = new Array<string>(n)
   const passivateStarted = performance.now()
   for (let i = 0; i < n; i++) {
@@ -292,7 +293,7 @@ const runPure = async (): Promise<PureResult> => {
 }
 
 // ---------------------------------------------------------------------------------------
-// Part "postgres" / "pglite": through the supervisor, in-process app
+// Part "postgres" / "pglite": through the device buckets, in-process app
 
 const BOOTSTRAP_KEY = `a_sk_bench${randomBytes(18).toString("base64url")}`
 
@@ -312,7 +313,7 @@ interface Lateness {
   readonly burstApplyMs: number
 }
 
-interface SupervisorResult {
+interface BucketsResult {
   readonly store: string
   readonly phases: ReadonlyArray<Phase>
   readonly hosted: number
@@ -332,7 +333,7 @@ const createDatabase = () => createBenchDatabase(settings.pgAdminUrl)
 /** What a child must undo when stopped early (the app, the Postgres database). */
 let childCleanup: (() => Promise<void>) | undefined
 
-const runSupervisor = async (store: "postgres" | "pglite"): Promise<SupervisorResult> => {
+const runBuckets = async (store: "postgres" | "pglite"): Promise<BucketsResult> => {
   const db = store === "postgres" ? await createDatabase() : undefined
   const scope = await Effect.runPromise(Scope.make())
   let done: Promise<void> | undefined
@@ -352,7 +353,7 @@ const runSupervisor = async (store: "postgres" | "pglite"): Promise<SupervisorRe
   }
 }
 
-const supervised = async (store: string, databaseUrl: string, scope: Scope.Closeable): Promise<SupervisorResult> => {
+const supervised = async (store: string, databaseUrl: string, scope: Scope.Closeable): Promise<BucketsResult> => {
   const total = settings.devices
   const silentCount = Math.min(settings.silent, total)
   const steadyCount = total - silentCount
@@ -360,7 +361,7 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
   const afterMs = settings.offlineAfterSeconds * 1000
   const warnings: Array<string> = []
   const phases: Array<Phase> = []
-  process.stderr.write(`supervisor on ${store}: ${total.toLocaleString("en-US")} live devices (${silentCount.toLocaleString("en-US")} fall silent), ${passivatedCount.toLocaleString("en-US")} passivated\n`)
+  process.stderr.write(`buckets on ${store}: ${total.toLocaleString("en-US")} live devices (${silentCount.toLocaleString("en-US")} fall silent), ${passivatedCount.toLocaleString("en-US")} passivated\n`)
 
   const provider = ConfigProvider.fromEnvRecord({
     BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
@@ -371,7 +372,14 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
   })
   const context = await Effect.runPromise(Layer.buildWithScope(CoreLive.pipe(Layer.provide(ConfigProvider.layer(provider))), scope))
   const app = await Effect.runPromise(Effect.provideContext(makeHttpApp, context))
-  const supervisor = Context.get(context, Supervisor)
+  const residents = Context.get(context, ResidentBuckets)
+  const sender = Context.get(context, SeenSender)
+  /** Devices held by the buckets of this process. */
+  const active = () => residents.hostedDevices()
+  /** Until every sign of life handed over so far was handled by its bucket (each \`Seen\` is answered once handled). */
+  const settled = async () => {
+    if (!(await until(() => sender.pending() === 0, 10 * 60_000, 5))) warnings.push("signs of life still on their way after 10 minutes")
+  }
   const activity = Context.get(context, Activity)
   const sql = Context.get(context, Sql)
   const bus = Context.get(context, Bus)
@@ -461,7 +469,7 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
     )
   }
 
-  // A fresh copy of the id, as from a parsed message: the supervisor keeps its own (map key, context).
+  // A fresh copy of the id, as from a parsed message: a bucket keeps its own (map key, context).
   /**
    * Until the write-behind has nothing left to write (device_actors unchanged for 2.5 s; it flushes every
    * second): a flush in flight holds the JSON of every dirty snapshot, which is not the actors' memory.
@@ -488,17 +496,17 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
   })
 
   const heapBefore = heapUsed()
-  if (supervisor.active() !== 0) warnings.push(`${supervisor.active()} actors were live before activation`)
+  if (active() !== 0) warnings.push(`${active()} actors were live before activation`)
 
   // 1. First activity of every device: one activation (a SQL read) each.
   phases.push(
     await phase(`activate ${total.toLocaleString("en-US")} devices`, total, "activations", "first activity, published at once; each activation reads the device (and any snapshot) with one query", async () => {
       for (const id of steady) activity.publish(event(id, Date.now()))
       for (const id of silent) activity.publish(event(id, Date.now()))
-      await supervisor.settled()
+      await settled()
     })
   )
-  if (supervisor.active() !== total) warnings.push(`${supervisor.active()} actors live after activation, expected ${total}`)
+  if (active() !== total) warnings.push(`${active()} actors live after activation, expected ${total}`)
   if (delivered.size > 0) {
     warnings.push(`${delivered.size} silent devices went offline before the burst: raise BENCH_OFFLINE_AFTER above the activation time`)
   }
@@ -517,7 +525,7 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
         deadlines.set(id, at + afterMs)
         activity.publish(event(id, at))
       }
-      await supervisor.settled()
+      await settled()
       burstApplyMs = performance.now() - burst
       loop.enable()
       const all = await until(() => silent.every((id) => delivered.has(id)), afterMs + 5 * 60_000, 100)
@@ -557,9 +565,9 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
   }
   if (rows.length !== silentCount) warnings.push(`${rows.length} offline alerts of the silent rule, expected ${silentCount}`)
   // The alert storm is over once its notifications have run too.
-  await supervisor.settled()
+  await settled()
 
-  // 3. Events to hosted actors: no SQL in the supervisor's path, snapshots written behind.
+  // 3. Events to hosted actors: no SQL in the buckets' path for plain signs of life.
   const burstSize = 10_000
   phases.push(
     await phase(`${settings.events.toLocaleString("en-US")} events to hosted actors`, settings.events, "events", `bursts of ${burstSize.toLocaleString("en-US")}, each applied (settled) before the next, over the ${steadyCount.toLocaleString("en-US")} steady devices`, async () => {
@@ -567,25 +575,25 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
       for (let sent = 0; sent < settings.events; sent += burstSize) {
         const n = Math.min(burstSize, settings.events - sent)
         for (let i = 0; i < n; i++) activity.publish(event(steady[k++ % steady.length], Date.now()))
-        await supervisor.settled()
+        await settled()
       }
     })
   )
 
   // 4. Memory of the hosted actors, once the write-behind has caught up.
   await writeBehindIdle()
-  const hosted = supervisor.active()
+  const hosted = active()
   const heapHosted = heapUsed()
 
-  // 5. Passivation: activity back-dated past the idle limit, on devices no rule watches; the next
-  //    snapshot flush writes their rows and stops their actors.
+  // 5. Passivation: activity back-dated past the idle limit, on devices no rule watches; each
+  //    bucket's next sweep (every minute) stops their actors (nothing to store: their row says it all).
   //    A first tenth warms the path (code compiled on first use is not per device), the rest is measured.
   const backdated = Date.now() - PASSIVATE_AFTER_MS - 60_000
   const passivate = async (ids: ReadonlyArray<string>) => {
     for (const id of ids) activity.publish(event(id, backdated))
-    await supervisor.settled()
-    const gone = await until(() => supervisor.active() <= hosted, 60_000, 50)
-    if (!gone) warnings.push(`${supervisor.active() - hosted} idle actors were not passivated within 60 s`)
+    await settled()
+    const gone = await until(() => active() <= hosted, 120_000, 50)
+    if (!gone) warnings.push(`${active() - hosted} idle actors were not passivated within 120 s`)
   }
   const warm = idle.slice(0, Math.max(1, Math.floor(passivatedCount / 10)))
   const measured = idle.slice(warm.length)
@@ -593,21 +601,22 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
   await writeBehindIdle()
   const heapBeforePassivation = heapUsed()
   phases.push(
-    await phase(`activate ${measured.length.toLocaleString("en-US")} idle devices, then passivate`, measured.length, "devices", "activity back-dated 6 min on unwatched devices; until the write-behind has stored and stopped them all", () => passivate(measured))
+    await phase(`activate ${measured.length.toLocaleString("en-US")} idle devices, then passivate`, measured.length, "devices", "activity back-dated 6 min on unwatched devices; until the buckets' sweeps have stopped them all", () => passivate(measured))
   )
   await writeBehindIdle()
   const heapPassivated = heapUsed()
+  // An unwatched device never changed liveness: it has no device_actors row to keep (its devices row re-derives it).
   const [stored] = await query<{ n: number }>("SELECT count(*)::int AS n FROM device_actors WHERE device_id = ANY($1::text[])", [idle])
-  if (stored.n !== passivatedCount) warnings.push(`${stored.n} of ${passivatedCount} passivated devices have a device_actors row`)
+  if (stored.n !== 0) warnings.push(`${stored.n} of ${passivatedCount} passivated (unwatched) devices have a device_actors row`)
 
   // 6. A passivated device returns: activation from its snapshot.
   phases.push(
     await phase(`re-activate ${passivatedCount.toLocaleString("en-US")} passivated devices`, passivatedCount, "activations", "fresh activity; each activation reads the device and its snapshot", async () => {
       for (const id of idle) activity.publish(event(id, Date.now()))
-      await supervisor.settled()
+      await settled()
     })
   )
-  if (supervisor.active() !== hosted + passivatedCount) warnings.push(`${supervisor.active()} live after re-activation, expected ${hosted + passivatedCount}`)
+  if (active() !== hosted + passivatedCount) warnings.push(`${active()} live after re-activation, expected ${hosted + passivatedCount}`)
 
   // The store's side of a passivated device: its row and its primary-key entry.
   const [size] = await query<{ rows: number; heap: number; total: number; indexes: number; snapshot: number }>(
@@ -641,7 +650,7 @@ const CHILD = "--bench-actors-part"
 const RESULT = "BENCH_ACTORS_RESULT "
 
 const child = async (part: Part): Promise<void> => {
-  const result = part === "pure" ? await runPure() : await runSupervisor(part)
+  const result = part === "pure" ? await runPure() : await runBuckets(part)
   // Resolves once the line is written: exiting earlier could cut a long line short on a pipe.
   await new Promise<void>((done) => process.stdout.write(`${RESULT}${JSON.stringify(result)}\n`, () => done()))
 }
@@ -729,7 +738,7 @@ const pureTable = (r: PureResult): Table => ({
   ])
 })
 
-const phaseTable = (r: SupervisorResult): Table => ({
+const phaseTable = (r: BucketsResult): Table => ({
   columns: ["store", "phase", "count", "seconds", "per second", "µs each", "Node CPU", "machine CPU", "how"],
   numericFrom: 2,
   numericTo: 8,
@@ -746,7 +755,7 @@ const phaseTable = (r: SupervisorResult): Table => ({
   ])
 })
 
-const memoryTable = (results: ReadonlyArray<SupervisorResult>): Table => ({
+const memoryTable = (results: ReadonlyArray<BucketsResult>): Table => ({
   columns: ["store", "hosted actors", "heap/hosted actor", "passivated", "heap/passivated", "device_actors rows", "row bytes", "PK index bytes/row", "snapshot jsonb"],
   numericFrom: 1,
   rows: results.map((r) => [
@@ -762,7 +771,7 @@ const memoryTable = (results: ReadonlyArray<SupervisorResult>): Table => ({
   ])
 })
 
-const latenessTable = (results: ReadonlyArray<SupervisorResult>): Table => ({
+const latenessTable = (results: ReadonlyArray<BucketsResult>): Table => ({
   columns: ["store", "silent devices", "alerts", "afterSeconds", "burst applied ms", "row p50 ms", "row p99 ms", "row max ms", "row min ms", "delivered p50 ms", "delivered p99 ms", "delivered max ms", "alerts/s", "loop delay p99 ms", "loop delay max ms"],
   numericFrom: 1,
   rows: results.map((r) => {
@@ -787,11 +796,11 @@ const latenessTable = (results: ReadonlyArray<SupervisorResult>): Table => ({
   })
 })
 
-const verdicts = (pure: PureResult | undefined, sup: ReadonlyArray<SupervisorResult>): Array<string> => {
+const verdicts = (pure: PureResult | undefined, sup: ReadonlyArray<BucketsResult>): Array<string> => {
   const out: Array<string> = []
   const heaps = [
     ...(pure?.cases.map((c) => ({ where: `pure, ${c.label.split(":")[0]}`, bytes: c.heapPerActor })) ?? []),
-    ...sup.map((r) => ({ where: `supervisor on ${r.store}`, bytes: r.heapPerHosted }))
+    ...sup.map((r) => ({ where: `buckets on ${r.store}`, bytes: r.heapPerHosted }))
   ]
   if (heaps.length > 0) {
     const met = heaps.every((h) => h.bytes <= AIM.kbPerActor * 1024)
@@ -799,7 +808,7 @@ const verdicts = (pure: PureResult | undefined, sup: ReadonlyArray<SupervisorRes
   }
   const passivated = [
     ...(pure?.cases.map((c) => ({ where: `pure, ${c.label.split(":")[0]}`, bytes: c.heapPerPassivated })) ?? []),
-    ...sup.map((r) => ({ where: `supervisor on ${r.store}`, bytes: r.heapPerPassivated }))
+    ...sup.map((r) => ({ where: `buckets on ${r.store}`, bytes: r.heapPerPassivated }))
   ]
   if (passivated.length > 0) {
     // Heap measurements move by a few hundred KB between collections: tens of bytes per device are noise.
@@ -844,7 +853,7 @@ const utcDate = () => {
 const load = () => loadavg().map((l) => l.toFixed(1)).join(" / ")
 
 /** How each store's query plans were kept current (autovacuum or the bench's own ANALYZE). */
-const analysisNotes = (sup: ReadonlyArray<SupervisorResult>): Array<string> =>
+const analysisNotes = (sup: ReadonlyArray<BucketsResult>): Array<string> =>
   sup.map((r) =>
     r.analyzeEvery !== null
       ? `${r.store}: autovacuum is ${r.autovacuum} on this server; the bench ran \`ANALYZE devices, device_actors, alerts\` every ${r.analyzeEvery} s on its own connection, as autovacuum would (BENCH_ANALYZE_EVERY=0: never).`
@@ -855,20 +864,21 @@ const record = (date: string, tables: ReadonlyArray<[string, Table]>, lines: Rea
   const section = `
 ## Device actors (bench:actors): ${date}
 
-\`npm run bench:actors\` (bench/actors.ts): ${int(settings.devices)} device actors, alone (no I/O) and hosted by the supervisor in
-the in-process app (CoreLive) on a fresh store; activity fed through the in-process \`Activity\` service as Ingest publishes it.
+\`npm run bench:actors\` (bench/actors.ts): ${int(settings.devices)} device actors, alone (no I/O) and hosted by the device buckets
+(cluster entities, single runner on PGlite, HTTP runner on Postgres) of the in-process app (CoreLive) on a fresh store; activity fed through the in-process \`Activity\` service as Ingest publishes it.
 
 - Machine: ${machine()}. Postgres 15 runs on the same machine, sharing its cores. Load average (1/5/15 min) at the start
   ${loadAt.start}, at the end ${loadAt.end}: other work (another benchmark, test suites) was running on the machine, so
   expect noise between runs; "machine CPU" shows how busy both cores were during each phase.
 - Heap: \`heapUsed\` after forced full collections (\`--expose-gc\`), before and after, over the number of actors; the
-  pure part counts the device ids and the \`Map\` that holds the actors, the supervisor part everything the process
+  pure part counts the device ids and the \`Map\` that holds the actors, the buckets part everything the process
   keeps per hosted device. Activation (pure): \`createActor\`, \`on("*")\`, \`start\`, first \`device.seen\`, timed per actor.
 - Lateness: for each silent device, the deadline is the \`at\` of its last activity + afterSeconds (the alert's
   \`first_seen_at\`); "row" is \`alerts.created_at\` minus it, "delivered" the time its alert reached a subscriber of
   the in-process bus minus it. Event-loop delay is sampled from the end of the burst to the last delivery.
-- Passivation through the supervisor: activity back-dated past its 5-minute idle limit on devices no offline rule
-  watches, so that the next write-behind stores and stops them without a 5-minute wait (a first tenth warms the
+- Passivation by the buckets: activity back-dated past its 5-minute idle limit on devices no offline rule
+  watches, so that each bucket's next sweep (every minute) stops them without a 5-minute wait; an unwatched device
+  has nothing to store beyond its \`devices\` row (a first tenth warms the
   path up; heap measured before and after the rest, each time once the write-behind is idle).
 ${analysis.map((a) => `- Plans: ${a}`).join("\n")}
 
@@ -889,20 +899,20 @@ const main = async (): Promise<number> => {
   console.log(`bench:actors — ${machine()}; load average ${loadStart}`)
   console.log(
     `${int(settings.devices)} actors; ${int(settings.silent)} fall silent (afterSeconds ${settings.offlineAfterSeconds}); ` +
-      `${int(settings.passivated)} passivated; ${int(settings.events)} events through the supervisor\n`
+      `${int(settings.passivated)} passivated; ${int(settings.events)} events through the buckets\n`
   )
   let pure: PureResult | undefined
-  const sup: Array<SupervisorResult> = []
+  const sup: Array<BucketsResult> = []
   for (const part of settings.parts.filter(isPart)) {
     const result = await runPart(part)
     if (part === "pure") pure = result as PureResult
-    else sup.push(result as SupervisorResult)
+    else sup.push(result as BucketsResult)
   }
   const tables: Array<[string, Table]> = []
   if (pure !== undefined) tables.push(["Actors alone (no I/O)", pureTable(pure)])
   if (sup.length > 0) {
-    tables.push(["Through the supervisor", { ...phaseTable(sup[0]), rows: sup.flatMap((r) => phaseTable(r).rows) }])
-    tables.push(["Memory through the supervisor", memoryTable(sup)])
+    tables.push(["Through the device buckets", { ...phaseTable(sup[0]), rows: sup.flatMap((r) => phaseTable(r).rows) }])
+    tables.push(["Memory through the device buckets", memoryTable(sup)])
     tables.push([`Offline-alert lateness, ${int(settings.silent)} devices silent at once`, latenessTable(sup)])
   }
   const lines = [...verdicts(pure, sup), ...sup.flatMap((r) => r.warnings.map((w) => `⚠ ${r.store}: ${w}`))]

@@ -10,7 +10,6 @@ import { Bus } from "./bus/Bus.ts"
 import { Activity } from "./ingest/Activity.ts"
 import { Ingest } from "./ingest/Ingest.ts"
 import { Writer } from "./store/Writer.ts"
-import { Supervisor } from "./supervisor/Supervisor.ts"
 import { DeviceReads } from "./store/DeviceReads.ts"
 import { AppConfig, databaseTarget, type LogLevelName } from "./config.ts"
 import { SetupLive } from "./store/setup.ts"
@@ -49,13 +48,8 @@ export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
   Ingest.layer,
   SignInGuard.layer,
   DeviceReads.layer,
-  // After the migrations: it rehydrates device actors from their table at start, and sends
-  // what they raise to the alert and space entities. The cluster after the migrations too: the
-  // runner endpoint's secret is a row of migration 0009.
-  Supervisor.layer.pipe(
-    Layer.provide(SetupLive),
-    Layer.provideMerge(EntitiesLive.pipe(Layer.provideMerge(ClusterLive.pipe(Layer.provide(SetupLive)))))
-  )
+  // After the migrations: the runner endpoint's secret is a row of migration 0009.
+  EntitiesLive.pipe(Layer.provideMerge(ClusterLive.pipe(Layer.provide(SetupLive))))
 ).pipe(
   Layer.provideMerge(Layer.mergeAll(Writer.layer, bus, Activity.layer)),
   Layer.provideMerge(StoreLive),

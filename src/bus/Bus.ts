@@ -27,6 +27,8 @@ export type ControlMessage =
   | { readonly type: "mqtt.connected"; readonly clientId: string; readonly principal: string; readonly origin: string }
   /** Persistent MQTT sessions subscribed to these devices: every process queues their deliveries. */
   | { readonly type: "mqtt.subscribed"; readonly deviceIds: ReadonlyArray<string> }
+  /** An organisation's alert rules were written: its cached rules and hosted devices follow. */
+  | { readonly type: "rules.changed"; readonly organisationId: string }
 
 export class BusUnreachable extends Schema.TaggedError<BusUnreachable>()("BusUnreachable", {
   setting: Schema.String,

@@ -68,6 +68,8 @@ export interface Device {
   state: Record<string, unknown> | null
   meta: Record<string, unknown> | null
   lastSeenAt: number | null
+  /** Live fields, from the process that owns the device. */
+  live: { isOnline: boolean; state: "unknown" | "online" | "offline" | "unwatched"; lastSeenAt: number | null }
   createdAt: number
   updatedAt: number
 }

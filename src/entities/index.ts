@@ -1,9 +1,18 @@
 import { Layer } from "effect"
 import { AlertEntityLive } from "./Alert.ts"
+import { DeviceBucketLive } from "./DeviceBucket.ts"
+import { DeviceOwners } from "./DeviceOwners.ts"
+import { ResidentBuckets } from "./residents.ts"
+import { Rules } from "./rules.ts"
+import { SeenSenderLive } from "./SeenSender.ts"
 import { SpaceLive } from "./Space.ts"
 
 /**
  * Every entity this process can host (device buckets, alerts, spaces), registered with the
- * cluster's sharding: a process hosts those whose shards it owns.
+ * cluster's sharding: a process hosts those whose shards it owns. With them, what reaches
+ * them from here: signs of life after their commit (`SeenSender`), live reads and rules
+ * changes (`DeviceOwners`).
  */
-export const EntitiesLive = Layer.mergeAll(AlertEntityLive, SpaceLive)
+export const EntitiesLive = Layer.mergeAll(AlertEntityLive, SpaceLive, DeviceBucketLive, DeviceOwners.layer, SeenSenderLive).pipe(
+  Layer.provideMerge(Layer.mergeAll(Rules.layer, ResidentBuckets.layer))
+)

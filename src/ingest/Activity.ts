@@ -6,14 +6,15 @@ export interface DeviceActivity {
   readonly deviceId: string
   readonly at: number
   readonly event?: { readonly id: string; readonly name: string; readonly data: unknown; readonly timestamp: number } | undefined
-  /** A sign of life that stored nothing (an MQTT CONNECT or PINGREQ): the supervisor stores it. */
+  /** A sign of life that stored nothing (an MQTT CONNECT or PINGREQ): stored before it is sent on. */
   readonly session?: true | undefined
 }
 
 /**
- * Whoever watches devices. `publish` takes an activity at once and never blocks (its mailbox
- * may be full: then it keeps the activity in a bounded, coalesced form — see the supervisor);
- * `offer`, for producers that can wait, suspends while the mailbox is full (back-pressure).
+ * Whoever passes activity on. `publish` takes an activity at once and never blocks (what it
+ * cannot pass on yet it keeps in a bounded, coalesced form: src/entities/SeenSender.ts);
+ * `offer`, for producers that can wait (an MQTT CONNECT), suspends until the subscriber took
+ * it in hand (a session sign: until it is stored).
  */
 export interface ActivitySubscriber {
   readonly publish: (activity: DeviceActivity) => void
@@ -21,14 +22,14 @@ export interface ActivitySubscriber {
 }
 
 /**
- * In-process notice of committed device activity, from `Ingest` (and MQTT sessions) to
- * whoever watches devices (the supervisor). Local on purpose: the process that ingests a
- * device's traffic watches it.
+ * In-process notice of committed device activity, from `Ingest` (and MQTT sessions) to what
+ * sends it to the owner of each device, wherever that runs (`SeenSender`, through the
+ * cluster). Nothing here assumes the device's owner is this process.
  */
 export class Activity extends Context.Service<Activity, {
   /** Hands the activity over without waiting (the caller already answered its client). */
   publish(activity: DeviceActivity): void
-  /** Hands the activity over, waiting while a subscriber's mailbox is full. */
+  /** Hands the activity over, waiting until every subscriber took it in hand. */
   offer(activity: DeviceActivity): Effect.Effect<void>
   subscribe(handler: ((activity: DeviceActivity) => void) | ActivitySubscriber): Effect.Effect<void, never, Scope.Scope>
 }>()("voltaic/ingest/Activity") {

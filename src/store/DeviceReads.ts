@@ -12,7 +12,7 @@ import { Sql, type SqlError } from "./Sql.ts"
  *
  * - every delivery on the bus (an event or location of the device was stored, so its
  *   `lastSeenAt` moved) drops that device, in every process, and so does a `devices.seen`
- *   notice (the supervisor stored a sign of life of an MQTT session);
+ *   notice (a sign of life of an MQTT session was stored: src/entities/SeenSender.ts);
  * - every write to a device, space, product, place or gateway of an organisation drops that
  *   organisation's devices, here and, through a bus control message, in every other process;
  * - a read that raced an invalidation does not store what it read (a placeholder marks the

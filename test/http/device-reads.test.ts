@@ -87,8 +87,9 @@ describe("cached device reads across two processes on NATS and Postgres", () => 
   let home: string
   beforeAll(async () => {
     db = await createPostgresDatabase()
-    one = await startApp({ DATABASE_URL: db.url, NATS_URL })
-    two = await startApp({ DATABASE_URL: db.url, NATS_URL })
+    // Two runners of one cluster: each serves the runner endpoint the other calls.
+    one = await startApp({ DATABASE_URL: db.url, NATS_URL }, { listen: true })
+    two = await startApp({ DATABASE_URL: db.url, NATS_URL }, { listen: true })
     home = (await one.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Home" } })).body.id
   })
   afterAll(async () => {

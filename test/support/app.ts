@@ -2,6 +2,8 @@ import { ConfigProvider, Context, Effect, Exit, Layer, Scope } from "effect"
 import type { OpenAPIHono } from "@hono/zod-openapi"
 import { makeHttpApp } from "../../src/adapters/http/HttpApp.ts"
 import { CoreLive } from "../../src/app.ts"
+import { HttpLive, HttpPort } from "../../src/adapters/http/HttpServer.ts"
+import { NodeHttpListener } from "../../src/adapters/http/nodeListener.ts"
 import type { HttpServices } from "../../src/adapters/http/route.ts"
 import { createPostgresDatabase, type StoreKind, type TestDatabase } from "./databases.ts"
 
@@ -24,8 +26,17 @@ export interface TestResponse {
   readonly body: any
 }
 
-/** Builds the core layers with the given environment and returns the Hono app (no sockets). */
-export const startApp = async (env: Record<string, string>): Promise<TestApp> => {
+/**
+ * The core with REST served on a real port (0) on 127.0.0.1: on Postgres, the cluster's runner
+ * endpoint is on that port, so several of these on one database are runners that reach each other.
+ */
+const listening = HttpLive.pipe(Layer.provideMerge(CoreLive), Layer.provideMerge(HttpPort.layer), Layer.provide(NodeHttpListener))
+
+/**
+ * Builds the core layers with the given environment and returns the Hono app (no sockets, unless
+ * `listen`: then REST, and the cluster's runner endpoint, listen on a port of 127.0.0.1).
+ */
+export const startApp = async (env: Record<string, string>, options: { readonly listen?: boolean } = {}): Promise<TestApp> => {
   const scope = await Effect.runPromise(Scope.make())
   const provider = ConfigProvider.fromEnvRecord({
     BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
@@ -33,10 +44,12 @@ export const startApp = async (env: Record<string, string>): Promise<TestApp> =>
     ADMIN_PASSWORD,
     // Refusals are logged as warnings, and these tests make hundreds on purpose.
     LOG_LEVEL: "error",
+    ...(options.listen === true ? { HOST: "127.0.0.1", CLUSTER_HOST: "127.0.0.1", PORT: "0" } : {}),
     ...env
   })
-  const context = await Effect.runPromise(
-    Layer.buildWithScope(CoreLive.pipe(Layer.provide(ConfigProvider.layer(provider))), scope)
+  const layer = options.listen === true ? listening : CoreLive
+  const context: Context.Context<HttpServices> = await Effect.runPromise(
+    Layer.buildWithScope(layer.pipe(Layer.provide(ConfigProvider.layer(provider))), scope)
   )
   const app = await Effect.runPromise(Effect.provideContext(makeHttpApp, context))
   const call: TestApp["call"] = async (method, path, options = {}) => {

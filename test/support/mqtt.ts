@@ -3,6 +3,8 @@ import type { OpenAPIHono } from "@hono/zod-openapi"
 import mqtt, { ErrorWithSubackPacket, type IClientOptions, type IPublishPacket, type MqttClient } from "mqtt"
 import { Duplex } from "node:stream"
 import { makeHttpApp } from "../../src/adapters/http/HttpApp.ts"
+import { HttpLive, HttpPort } from "../../src/adapters/http/HttpServer.ts"
+import { NodeHttpListener } from "../../src/adapters/http/nodeListener.ts"
 import { MqttBroker, type MqttBrokerService } from "../../src/adapters/mqtt/MqttBroker.ts"
 import { MqttListeners, MqttLive, MqttServer, type MqttServerService } from "../../src/adapters/mqtt/MqttServer.ts"
 import { coreOn } from "../../src/app.ts"
@@ -29,6 +31,8 @@ export interface MqttTestApp {
   readonly activity: Context.Service.Shape<typeof Activity>
   /** Bound ports, when started with `listen`. */
   readonly server: MqttServerService | undefined
+  /** The REST (and cluster runner) port, when started with `listen`. */
+  readonly httpPort: number | undefined
   /** Every log line of the core and MQTT layers at or above `LOG_LEVEL` (default warn). */
   readonly logs: Array<LogLine>
   /** `app.request` under `/v1`, JSON in and out. */
@@ -87,6 +91,8 @@ export const startMqttApp = async (
     HOST: "127.0.0.1",
     MQTT_PORT: "0",
     MQTT_WS_PORT: "0",
+    PORT: "0",
+    CLUSTER_HOST: "127.0.0.1",
     ...options.env
   })
   const logs: Array<LogLine> = []
@@ -94,7 +100,12 @@ export const startMqttApp = async (
     const parts = Array.isArray(message) ? message : [message]
     logs.push({ level: logLevel, message: parts.map(String).join(" ") })
   })
-  const listening = MqttLive.pipe(Layer.provide(MqttListeners.layer))
+  // With REST on a port too: on Postgres the cluster's runner endpoint is served there, so two
+  // apps on one database are two runners that reach each other.
+  const listening = Layer.merge(MqttLive.pipe(Layer.provide(MqttListeners.layer)), HttpLive).pipe(
+    Layer.provideMerge(HttpPort.layer),
+    Layer.provide(NodeHttpListener)
+  )
   const adapter: Layer.Layer<MqttBroker, Layer.Error<typeof listening>, Layer.Services<typeof listening>> = options.listen === true
     ? listening
     : MqttBroker.layer
@@ -140,6 +151,7 @@ export const startMqttApp = async (
     activity: Context.get(context, Activity),
     sql: Context.get(context, Sql),
     server: Option.getOrUndefined(Context.getOption(context, MqttServer)),
+    httpPort: Option.getOrUndefined(Option.map(Context.getOption(context, HttpPort), (http) => http.port)),
     logs,
     call,
     connectInMemory,

@@ -78,7 +78,7 @@ export const startServerProcess = (env: Record<string, string>, timeoutMs = 60_0
           output: () => out,
           stop: (signal = "SIGTERM") =>
             new Promise((done) => {
-              if (child.exitCode !== null) return done(child.exitCode)
+              if (child.exitCode !== null || child.signalCode !== null) return done(child.exitCode)
               child.once("exit", (code) => done(code))
               child.kill(signal)
             })

@@ -8,7 +8,7 @@ import { type DomainError, Forbidden, InvalidInput } from "../../domain/errors.t
 import { isConnectionLoss, type Sql, type SqlError, storeLost } from "../../store/Sql.ts"
 import type { Ingest } from "../../ingest/Ingest.ts"
 import type { SignInGuard } from "../../auth/SignInGuard.ts"
-import type { Supervisor } from "../../supervisor/Supervisor.ts"
+import type { DeviceOwners } from "../../entities/DeviceOwners.ts"
 import type { Sharding } from "effect/cluster"
 import type { DeviceReads } from "../../store/DeviceReads.ts"
 import { screen } from "../../ingest/payload.ts"
@@ -17,7 +17,7 @@ import { parseInput } from "../validation.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 
-export type HttpServices = Sql | Auth | Ingest | SignInGuard | Supervisor | Sharding.Sharding | DeviceReads
+export type HttpServices = Sql | Auth | Ingest | SignInGuard | DeviceOwners | Sharding.Sharding | DeviceReads
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {

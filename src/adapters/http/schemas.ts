@@ -153,6 +153,13 @@ export const deviceSchema = z.object({
   lora: lora.nullable(),
   sigfox: sigfox.nullable(),
   lastSeenAt: epochMs.nullable(),
+  live: z.object({
+    isOnline: z.boolean(),
+    state: z.enum(["unknown", "online", "offline", "unwatched"]).openapi({
+      description: "unknown: never seen; unwatched: no offline alert rule applies to the device"
+    }),
+    lastSeenAt: epochMs.nullable()
+  }).openapi("DeviceLive", { description: "Live fields, from the process that owns the device" }),
   lastUnprocessedEventTimestamp: epochMs.nullable(),
   lastProcessedEventTimestamp: epochMs.nullable(),
   createdAt: epochMs,

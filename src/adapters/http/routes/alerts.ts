@@ -6,7 +6,7 @@ import { getOne, listRows } from "../../../store/crud.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { resolveAlert } from "../../../entities/alertRequests.ts"
-import { Supervisor } from "../../../supervisor/Supervisor.ts"
+import { DeviceOwners } from "../../../entities/DeviceOwners.ts"
 import { booleanParam, idParams, listParams, refSchema } from "../params.ts"
 import { type Api, listReply } from "../route.ts"
 import { registerResource } from "./resources.ts"
@@ -135,7 +135,7 @@ export const alertRoutes = (api: Api): void => {
     filters: { "space.id": "space_id", "product.id": "product_id" },
     // A deleted rule takes its alerts along: the spaces' open-alert counts drop.
     spacesOf: (sql, organisationId, id) => spacesWithOpenAlerts(sql, organisationId, { ruleId: id }),
-    afterWrite: (organisationId) => Supervisor.use((supervisor) => supervisor.rulesChanged(organisationId))
+    afterWrite: (organisationId) => DeviceOwners.use((owners) => owners.rulesChanged(organisationId))
   })
 
   api.route({

@@ -6,14 +6,15 @@ import { hashSecret } from "../../../auth/secrets.ts"
 import { NotFound } from "../../../domain/errors.ts"
 import { newSecret } from "../../../domain/ids.ts"
 import { getOne, insertRow } from "../../../store/crud.ts"
-import { deviceQuery, devicesTable } from "../../../store/devices.ts"
+import { type DeviceJson, deviceQuery, devicesTable } from "../../../store/devices.ts"
+import { DeviceOwners } from "../../../entities/DeviceOwners.ts"
 import { gatewayQuery, gatewaysTable } from "../../../store/gateways.ts"
 import { placeQuery, placesTable } from "../../../store/places.ts"
 import { productQuery, productsTable } from "../../../store/products.ts"
 import { spaceQuery, spacesTable } from "../../../store/spaces.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { idParams } from "../params.ts"
-import { type Api, JsonText } from "../route.ts"
+import type { Api } from "../route.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
 import { presentSpaces, spacesOfDevice, spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { devicesChanged } from "./resources.ts"
@@ -38,8 +39,13 @@ import {
 import { registerResource } from "./resources.ts"
 
 const forgetCredentials = Auth.use((auth) => auth.forget())
+/** The device with its live fields from its owner (the rest from the cached read). */
 const readDevice = (organisationId: string, id: string) =>
-  DeviceReads.use((reads) => reads.json(organisationId, id)).pipe(Effect.map((text) => new JsonText(text)))
+  DeviceReads.use((reads) => reads.json(organisationId, id)).pipe(
+    Effect.flatMap((text) => withLive([JSON.parse(text) as DeviceJson])),
+    Effect.map(([device]) => device)
+  )
+const withLive = (devices: ReadonlyArray<DeviceJson>) => DeviceOwners.use((owners) => owners.withLive(devices))
 const forgetDevice = Effect.andThen(forgetCredentials, Ingest.use((ingest) => Effect.sync(() => ingest.forgetDevices())))
 
 /** Spaces, devices, products, places and gateways. */
@@ -101,11 +107,12 @@ export const registryRoutes = (api: Api): void => {
           const sql = yield* Sql
           const secretKey = newSecret("d_sk")
           const id = yield* insertRow(sql, devicesTable, organisationId, body, { secret_hash: hashSecret(secretKey) })
-          const device = yield* getOne(sql, deviceQuery, organisationId, id)
+          const [device] = yield* withLive([yield* getOne(sql, deviceQuery, organisationId, id)])
           return { ...device, secretKey }
         })
     },
     readOne: readDevice,
+    present: withLive,
     afterDelete: forgetDevice,
     // A device created, moved to another space or deleted takes its liveness and open alerts along.
     spacesOf: spacesOfDevice

@@ -1,0 +1,237 @@
+import { Clock, Effect, Schedule } from "effect"
+import { Entity } from "effect/cluster"
+import { Sql } from "../store/Sql.ts"
+import { type DeviceHost, type HostedDevice, makeDeviceHost } from "./deviceHost.ts"
+import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, writeDeviceRows } from "./deviceRows.ts"
+import {
+  Alert,
+  alertEntityId,
+  Clear,
+  DeviceBucket,
+  DeviceLiveness,
+  OfflineCheck,
+  Raise,
+  type Sign,
+  Space
+} from "./protocol.ts"
+import { ResidentBuckets } from "./residents.ts"
+import { Rules } from "./rules.ts"
+
+/**
+ * The device bucket entity: the devices of one bucket (`bucketOf`), each hosting its
+ * `deviceMachine` (`deviceHost.ts`), activated from their rows on their first message, and
+ * what their machines do performed from here:
+ *
+ * - the offline timer: one persisted `CheckOffline` per offline period, delivered at its
+ *   deadline to whichever process owns the bucket then; every deadline due in the bucket fires
+ *   with it, once the devices' rows confirmed their silence (a `Seen` lost on the way, or one
+ *   that reached another owner, is in the row);
+ * - alerts: `Raise` and `Clear` to the alert entity of the rule and device, persisted and keyed
+ *   by what caused them (the deadline, the event), so a step run again sends nothing twice;
+ * - liveness (online, offline, neither): `DeviceLiveness` to the device's space, then its row.
+ *   Sent first and stored after: a step that dies in between is run again from the old row
+ *   (a persisted wake-up is delivered again; a sign of life is in `devices.last_seen_at`) and
+ *   sends the same keyed messages, which the cluster stores once.
+ *
+ * Plain signs of life store nothing: their time is in `devices.last_seen_at`, which activation
+ * catches up from. Anomaly baselines, which no row re-derives, are written behind every
+ * FLUSH_EVERY_MS and when the bucket leaves memory.
+ */
+
+const FLUSH_EVERY_MS = 5_000
+const SWEEP_EVERY = "1 minute"
+/** A device not online, idle this long and without a pending wake-up leaves its bucket's memory. */
+export const PASSIVATE_AFTER_MS = 5 * 60_000
+/** Sends and statements are retried without end (at most every 5 s): the effects of a step are not dropped. */
+const RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
+/** Persisted messages sent at once by one step. */
+const SEND_CONCURRENCY = 16
+
+const retried = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string) =>
+  effect.pipe(
+    Effect.tapError((e) => Effect.logWarning(`device bucket: ${what} failed, retrying`, e)),
+    Effect.retry(RETRY),
+    Effect.orDie
+  )
+
+export const DeviceBucketLive = DeviceBucket.toLayer(
+  Effect.gen(function*() {
+    const bucket = (yield* Entity.CurrentAddress).entityId
+    const sql = yield* Sql
+    const rules = yield* Rules
+    const residents = yield* ResidentBuckets
+    const self = (yield* DeviceBucket.client)(bucket)
+    const alerts = yield* Alert.client
+    const spaces = yield* Space.client
+    const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
+    let flushedAt = yield* Clock.currentTimeMillis
+
+    /** Devices among `ids` not hosted yet, from their rows (a deleted device stays out). */
+    const activate = (ids: Iterable<string>, now: number) =>
+      Effect.gen(function*() {
+        const missing = [...new Set(ids)].filter((id) => !host.devices.has(id))
+        if (missing.length === 0) return
+        const read = yield* retried(readActivations(sql, missing), "activation")
+        yield* retried(rules.load(read.map((a) => a.place.organisationId)), "reading rules")
+        // Which alerts a value back in range may clear: asked only where a rule could clear one.
+        const clearing = read.filter((a) =>
+          (rules.get(a.place.organisationId)?.rules ?? []).some((r) => r.type !== "offline" && r.autoResolve)
+        )
+        const open = yield* retried(readOpenAlerts(sql, clearing.map((a) => a.deviceId)), "reading alerts")
+        for (const activation of read) host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now)
+      })
+
+    const flush = (devices: ReadonlyArray<HostedDevice>, now: number) =>
+      Effect.gen(function*() {
+        const rows: Array<DeviceRow> = devices.map((device) => ({ device, liveness: device.reported, livenessAt: device.reportedAt }))
+        yield* retried(writeDeviceRows(sql, rows, now), "writing snapshots")
+        for (const device of devices) device.dirty = false
+      })
+
+    /** Performs what the host collected: wake-ups, alerts, liveness, rows. */
+    const perform = (now: number) =>
+      Effect.gen(function*() {
+        const fx = host.drain()
+        const changed = [...fx.liveness.keys()]
+        const spaceOf = new Map<string, string | null>()
+        if (changed.length > 0) {
+          // Where each device is now (it may have moved since it was activated); a deleted one is forgotten.
+          const places = yield* retried(readPlaces(sql, changed.map((d) => d.id)), "reading devices")
+          for (const device of changed) {
+            const found = places.get(device.id)
+            if (found === undefined) host.forget(device.id)
+            else spaceOf.set(device.id, found.place.spaceId)
+          }
+        }
+        const sends: Array<Effect.Effect<void, unknown>> = []
+        for (const w of fx.wakes) sends.push(self.CheckOffline(new OfflineCheck(w), { discard: true }))
+        for (const a of fx.alerts) {
+          if (!host.devices.has(a.deviceId)) continue
+          const alert = alerts(alertEntityId(a.rule.id, a.deviceId))
+          sends.push(
+            a._tag === "raise"
+              ? alert.Raise(new Raise({ key: a.key, organisationId: a.rule.organisationId, at: a.at, note: a.note, event: a.event }), { discard: true })
+              : alert.Clear(new Clear({ key: a.key, at: a.at }), { discard: true })
+          )
+        }
+        const rows: Array<DeviceRow> = []
+        for (const [device, change] of fx.liveness) {
+          const spaceId = spaceOf.get(device.id)
+          if (spaceId === undefined) continue
+          if (spaceId !== null) {
+            sends.push(spaces(spaceId).DeviceLiveness(new DeviceLiveness({ deviceId: device.id, ...change }), { discard: true }))
+          }
+          rows.push({ device, liveness: change.liveness, livenessAt: change.at })
+        }
+        if (sends.length > 0) yield* retried(Effect.all(sends, { concurrency: SEND_CONCURRENCY, discard: true }), "sending")
+        if (rows.length === 0) return
+        yield* retried(writeDeviceRows(sql, rows, now), "writing devices")
+        for (const row of rows) {
+          row.device.reported = row.liveness
+          row.device.reportedAt = row.livenessAt
+          row.device.dirty = false
+        }
+      })
+
+    /** After a message: baselines written behind. */
+    const housekeeping = (now: number) =>
+      Effect.gen(function*() {
+        if (now - flushedAt >= FLUSH_EVERY_MS) {
+          flushedAt = now
+          const dirty = [...host.devices.values()].filter((d) => d.dirty)
+          if (dirty.length > 0) yield* flush(dirty, now)
+        }
+      })
+
+    const seen = (signs: ReadonlyArray<Sign>) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        yield* activate(signs.map((s) => s.deviceId), now)
+        yield* retried(rules.load(signs.map((s) => s.organisationId)), "reading rules")
+        for (const sign of signs) {
+          const device = host.devices.get(sign.deviceId)
+          if (device !== undefined) host.seen(device, sign.at, sign.event, now)
+        }
+        yield* perform(now)
+        yield* housekeeping(now)
+      })
+
+    const checkOffline = (check: OfflineCheck) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        yield* activate([check.deviceId], now)
+        const due = host.due(now)
+        if (due.length > 0) {
+          // Silent, as far as this owner knows: the rows say whether they really were.
+          const places = yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")
+          yield* retried(rules.load(due.map((d) => d.place.organisationId)), "reading rules")
+          for (const device of due) {
+            const found = places.get(device.id)
+            if (found === undefined) {
+              host.forget(device.id)
+              continue
+            }
+            if (found.place.spaceId !== device.place.spaceId || found.place.productId !== device.place.productId) {
+              device.place = found.place
+              device.rulesVersion = -1
+            }
+            host.configure(device, now)
+            host.caughtUp(device, found.lastSeenAt)
+          }
+        }
+        host.wake(check.deviceId, check.deadline, now)
+        yield* perform(now)
+        yield* housekeeping(now)
+      })
+
+    const rulesChanged = (organisationId: string) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const hosted = [...host.devices.values()].filter((d) => d.place.organisationId === organisationId)
+        if (hosted.length === 0) return
+        yield* retried(rules.load([organisationId]), "reading rules")
+        // Devices may have moved too (space, product): the rules that apply follow.
+        const places = yield* retried(readPlaces(sql, hosted.map((d) => d.id)), "reading devices")
+        for (const device of hosted) {
+          const found = places.get(device.id)
+          if (found === undefined) {
+            host.forget(device.id)
+            continue
+          }
+          device.place = found.place
+          device.rulesVersion = -1
+          host.configure(device, now)
+        }
+        yield* perform(now)
+      })
+
+    // Idle devices leave memory. Apart from the messages, which is safe: the sweep is synchronous,
+    // and leaves alone a device with anything pending (a wake-up, a liveness not stored, baselines).
+    yield* Effect.forkScoped(Effect.forever(Effect.delay(
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => host.sweep(now - PASSIVATE_AFTER_MS))),
+      SWEEP_EVERY
+    )))
+    residents.add(bucket, host)
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function*() {
+        residents.remove(bucket)
+        const dirty = [...host.devices.values()].filter((d) => d.dirty)
+        if (dirty.length > 0) yield* writeDeviceRows(sql, dirty.map((device) => ({ device, liveness: device.reported, livenessAt: device.reportedAt })), yield* Clock.currentTimeMillis)
+        for (const id of [...host.devices.keys()]) host.forget(id)
+      }).pipe(Effect.catchCause((cause) => Effect.logWarning(`device bucket ${bucket}: snapshots not written on the way out`, cause)))
+    )
+
+    return DeviceBucket.of({
+      Seen: ({ payload }) => seen(payload.signs),
+      CheckOffline: ({ payload }) => checkOffline(payload),
+      GetDevices: ({ payload }) =>
+        Effect.sync(() =>
+          payload.deviceIds.flatMap((id) => {
+            const device = host.devices.get(id)
+            return device === undefined ? [] : [host.live(device)]
+          })
+        ),
+      RulesChanged: ({ payload }) => rulesChanged(payload.organisationId)
+    })
+  })
+)

@@ -1,0 +1,113 @@
+import { Context, Effect, FiberSet, Layer } from "effect"
+import { Bus } from "../bus/Bus.ts"
+import { Sql, type SqlError } from "../store/Sql.ts"
+import { bucketOf, DeviceBucket, type DeviceLive } from "./protocol.ts"
+import { ResidentBuckets } from "./residents.ts"
+import { Rules } from "./rules.ts"
+
+/**
+ * What the rest of the application asks of the devices' owners, wherever they run: their live
+ * fields (`GetDevices`, one message per bucket), and rules changes (`rulesChanged`), which
+ * every process hears (`rules.changed` on the bus) and passes to the buckets it hosts.
+ */
+export interface DeviceOwnersService {
+  /**
+   * The live fields of the devices whose owner hosts them now; a device its owner does not
+   * hold in memory (or an owner that does not answer within LIVE_TIMEOUT) is left out.
+   */
+  live(deviceIds: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, DeviceLive>>
+  /**
+   * Devices as REST answers them: with `live` (state, online, last seen) from their owner, or
+   * from their stored snapshot where the owner does not hold them, and `lastSeenAt` the newer
+   * of their row's and their owner's.
+   */
+  withLive<D extends { readonly id: string; readonly lastSeenAt: number | null }>(
+    devices: ReadonlyArray<D>
+  ): Effect.Effect<Array<D & { readonly live: LiveFields }>, SqlError>
+  /** An organisation's alert rules were written: every process reconfigures its devices. */
+  rulesChanged(organisationId: string): Effect.Effect<void>
+}
+
+export interface LiveFields {
+  readonly isOnline: boolean
+  /** The device machine's state: unknown (never seen), online, offline or unwatched (no offline rule). */
+  readonly state: string
+  readonly lastSeenAt: number | null
+}
+
+const newer = (a: number | null, b: number | null) => (a === null ? b : b === null ? a : Math.max(a, b))
+
+const LIVE_TIMEOUT = "2 seconds"
+
+export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersService>()("voltaic/entities/DeviceOwners") {
+  static readonly layer = Layer.effect(
+    DeviceOwners,
+    Effect.gen(function*() {
+      const bus = yield* Bus
+      const sql = yield* Sql
+      const rules = yield* Rules
+      const residents = yield* ResidentBuckets
+      const client = yield* DeviceBucket.client
+      const run = yield* FiberSet.makeRuntime<never>()
+
+      /** Reconfigures the organisation's devices in the buckets resident here; others read rules when they activate. */
+      const reconfigure = (organisationId: string) => {
+        rules.invalidate(organisationId)
+        for (const bucket of residents.list()) {
+          run(client(bucket).RulesChanged({ organisationId }, { discard: true }).pipe(
+            Effect.catchCause((cause) => Effect.logDebug(`rules: bucket ${bucket} not told (moved?)`, cause))
+          ))
+        }
+      }
+      yield* bus.onControl((message) => {
+        if (message.type === "rules.changed") reconfigure(message.organisationId)
+      })
+
+      const live: DeviceOwnersService["live"] = (deviceIds) =>
+          Effect.gen(function*() {
+            const byBucket = new Map<string, Array<string>>()
+            for (const id of deviceIds) {
+              const bucket = bucketOf(id)
+              const list = byBucket.get(bucket)
+              if (list === undefined) byBucket.set(bucket, [id])
+              else list.push(id)
+            }
+            const answers = yield* Effect.forEach(byBucket, ([bucket, ids]) =>
+              client(bucket).GetDevices({ deviceIds: ids }).pipe(
+                Effect.timeout(LIVE_TIMEOUT),
+                Effect.catchCause((cause) => Effect.as(Effect.logDebug(`live: bucket ${bucket} did not answer`, cause), []))
+              ), { concurrency: 16 })
+            return new Map(answers.flat().map((live) => [live.deviceId, live]))
+          })
+
+      const withLive: DeviceOwnersService["withLive"] = (devices) =>
+        Effect.gen(function*() {
+          if (devices.length === 0) return []
+          const owned = yield* live(devices.map((d) => d.id))
+          const rest = devices.filter((d) => !owned.has(d.id)).map((d) => d.id)
+          const stored = rest.length === 0 ? [] : yield* sql.query<{ device_id: string; state: string | null; seen: unknown }>(
+            `SELECT device_id, snapshot->>'value' AS state, snapshot->'context'->>'lastSeenAt' AS seen
+             FROM device_actors WHERE device_id = ANY($1::text[])`,
+            [rest]
+          )
+          const byId = new Map(stored.map((r) => [r.device_id, r]))
+          return devices.map((device) => {
+            const found = owned.get(device.id)
+            const row = byId.get(device.id)
+            const state = found?.state ?? row?.state ?? "unknown"
+            const seen = found !== undefined ? found.lastSeenAt : row?.seen == null ? null : Number(row.seen)
+            const lastSeenAt = newer(device.lastSeenAt, seen)
+            return { ...device, lastSeenAt, live: { isOnline: state === "online", state, lastSeenAt } }
+          })
+        })
+
+      return DeviceOwners.of({
+        live,
+        withLive,
+        // Here at once (the bus may be NATS, at-most-once), and in every process through the notice.
+        rulesChanged: (organisationId) =>
+          Effect.andThen(Effect.sync(() => reconfigure(organisationId)), bus.control({ type: "rules.changed", organisationId }))
+      })
+    })
+  )
+}

@@ -1,0 +1,62 @@
+import type { Actor } from "xstate"
+import type { deviceMachine } from "../../actors/deviceMachine.ts"
+import type { AlertIntent } from "./deviceAlerts.ts"
+import type { Place } from "./rules.ts"
+
+/** A device as its bucket hosts it (`deviceHost.ts`), and what the host collects for the entity to perform. */
+export type Liveness = "online" | "offline" | "other"
+export const livenessOf = (value: unknown): Liveness => (value === "online" ? "online" : value === "offline" ? "offline" : "other")
+
+type DeviceActor = Actor<typeof deviceMachine>
+
+/** A device's row in `device_actors`, and what its `devices` row says (activation). */
+export interface Activation {
+  readonly deviceId: string
+  readonly place: Place
+  /** `devices.last_seen_at`: every committed sign of life, told or not. */
+  readonly lastSeenAt: number | null
+  readonly snapshot: unknown
+  readonly wakeAt: number | null
+  readonly liveness: Liveness
+  readonly livenessAt: number
+  /** Rules for which the device has an open alert. */
+  readonly raised: ReadonlyArray<string>
+}
+
+export interface Effects {
+  /** Persisted wake-ups to schedule (`CheckOffline`). */
+  readonly wakes: Array<{ readonly deviceId: string; readonly deadline: number }>
+  readonly alerts: Array<AlertIntent>
+  /** Devices whose liveness left what their row says: told to their space, then stored. */
+  readonly liveness: Map<HostedDevice, { readonly liveness: Liveness; readonly at: number }>
+}
+
+export interface Timer {
+  readonly fire: () => void
+  readonly ms: number
+  readonly device: HostedDevice
+  deadline: number
+}
+
+export class HostedDevice {
+  timer: Timer | undefined = undefined
+  /** Newest sign of life not told to the machine yet. */
+  noted: number | null = null
+  rulesVersion = -1
+  /** Its snapshot changed in a way the rows do not re-derive (baselines): written behind. */
+  dirty = false
+  constructor(
+    readonly id: string,
+    readonly actor: DeviceActor,
+    public place: Place,
+    /** Epoch ms of the persisted wake-up scheduled and not yet delivered; null: none. */
+    public wakeAt: number | null,
+    /** Liveness as stored in its row (what its space counts), and as of when. */
+    public reported: Liveness,
+    public reportedAt: number,
+    /** Rules for which it may have an open alert (threshold and anomaly). */
+    public raised: Array<string>,
+    public lastActiveAt: number
+  ) {}
+}
+

@@ -1,0 +1,37 @@
+import { Context, Layer } from "effect"
+
+/** What a resident bucket shows of itself: the devices it holds in memory. */
+export interface Resident {
+  readonly devices: ReadonlyMap<string, unknown>
+}
+
+/**
+ * The device buckets resident in this process (their entity is active here), for what reaches
+ * every hosted device of an organisation: a rules change, announced to every process, is sent
+ * only to the buckets each one hosts. A bucket not resident reads the rules when it activates.
+ */
+export class ResidentBuckets extends Context.Service<ResidentBuckets, {
+  readonly add: (bucket: string, resident: Resident) => void
+  readonly remove: (bucket: string) => void
+  readonly list: () => ReadonlyArray<string>
+  /** Devices held in memory by the buckets resident here (metrics, benchmarks). */
+  readonly hostedDevices: () => number
+}>()("voltaic/entities/ResidentBuckets") {
+  static readonly layer = Layer.sync(ResidentBuckets, () => {
+    const buckets = new Map<string, Resident>()
+    return ResidentBuckets.of({
+      add: (bucket, resident) => {
+        buckets.set(bucket, resident)
+      },
+      remove: (bucket) => {
+        buckets.delete(bucket)
+      },
+      list: () => [...buckets.keys()],
+      hostedDevices: () => {
+        let n = 0
+        for (const resident of buckets.values()) n += resident.devices.size
+        return n
+      }
+    })
+  })
+}

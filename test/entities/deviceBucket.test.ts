@@ -1,0 +1,196 @@
+import { Effect } from "effect"
+import { Sharding } from "effect/cluster"
+import { describe, expect, it } from "vitest"
+import { DeviceOwners } from "../../src/entities/DeviceOwners.ts"
+import { bucketOf, DeviceBucket, type Sign } from "../../src/entities/protocol.ts"
+import { Activity } from "../../src/ingest/Activity.ts"
+import { STORE_KINDS } from "../support/databases.ts"
+import {
+  advance,
+  alertsOf,
+  alertsReach,
+  eventually,
+  newDevices,
+  newRule,
+  newSpace,
+  onTestClock,
+  organisationId,
+  query,
+  T0
+} from "./support.ts"
+
+const AFTER_S = 30
+
+/** Signs of life as ingest sends them after commit: their row first (`devices.last_seen_at`), then `Seen` to their bucket. */
+const seen = (organisation: string, deviceIds: ReadonlyArray<string>, at: number, event?: Sign["event"]) =>
+  Effect.gen(function*() {
+    yield* query("UPDATE devices SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), $2) WHERE id = ANY($1::text[])", [deviceIds, at])
+    const client = yield* DeviceBucket.client
+    const byBucket = new Map<string, Array<Sign>>()
+    for (const deviceId of deviceIds) {
+      const sign: Sign = { deviceId, organisationId: organisation, at, event }
+      byBucket.set(bucketOf(deviceId), [...(byBucket.get(bucketOf(deviceId)) ?? []), sign])
+    }
+    yield* Effect.forEach(byBucket, ([bucket, signs]) => client(bucket).Seen({ signs }), { discard: true })
+  })
+
+const live = (deviceId: string) =>
+  Effect.flatMap(DeviceBucket.client, (client) =>
+    Effect.map(client(bucketOf(deviceId)).GetDevices({ deviceIds: [deviceId] }), ([found]) => found))
+
+const stored = (deviceId: string) =>
+  Effect.map(
+    query<{ value: string; liveness: string; liveness_at: number; wake_at: number | null }>(
+      "SELECT snapshot->>'value' AS value, liveness, liveness_at, wake_at FROM device_actors WHERE device_id = $1",
+      [deviceId]
+    ),
+    ([row]) => row === undefined ? undefined : { ...row, liveness_at: Number(row.liveness_at), wake_at: row.wake_at === null ? null : Number(row.wake_at) }
+  )
+
+describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
+  it("a silent device goes offline once, at its deadline; back online, its alert auto-resolves", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      const space = yield* newSpace(org)
+      const rule = yield* newRule(org, "offline", { afterSeconds: AFTER_S }, { autoResolve: true })
+      const ids = yield* newDevices(org, 12, space)
+      expect(new Set(ids.map(bucketOf)).size).toBeGreaterThan(1)
+      yield* seen(org, ids, T0)
+      expect(yield* live(ids[0])).toMatchObject({ state: "online", isOnline: true, lastSeenAt: T0 })
+      expect(yield* stored(ids[0])).toMatchObject({ value: "online", liveness: "online", liveness_at: T0, wake_at: T0 + AFTER_S * 1000 })
+
+      // Half of them stay active past the first deadline.
+      yield* advance("20 seconds")
+      yield* seen(org, ids.slice(0, 6), T0 + 20_000)
+      yield* advance("15 seconds")
+      const first = yield* alertsReach(rule, 6)
+      expect(first.map((a) => a.device_id).sort()).toEqual(ids.slice(6).sort())
+      for (const a of first) expect(a).toMatchObject({ state: "unresolved", first_seen_at: T0 + AFTER_S * 1000, resolved_at: null })
+      for (const id of ids.slice(0, 6)) expect(yield* live(id)).toMatchObject({ state: "online", lastSeenAt: T0 + 20_000 })
+      expect(yield* stored(ids[11])).toMatchObject({ value: "offline", liveness: "offline", liveness_at: T0 + AFTER_S * 1000 })
+
+      yield* advance("20 seconds")
+      const all = yield* alertsReach(rule, 12)
+      yield* advance("40 seconds")
+      expect(yield* alertsOf(rule)).toHaveLength(12)
+      expect(all.filter((a) => a.first_seen_at === T0 + 20_000 + AFTER_S * 1000).map((a) => a.device_id).sort()).toEqual(ids.slice(0, 6).sort())
+
+      // One comes back: online, and its alert resolved by the rule.
+      yield* seen(org, [ids[11]], T0 + 200_000)
+      const resolved = yield* eventually(Effect.flatMap(alertsOf(rule), (rows) => {
+        const row = rows.find((r) => r.device_id === ids[11])
+        return row?.resolved_at != null ? Effect.succeed(row) : Effect.fail("not resolved")
+      }))
+      expect(resolved.state).toBe("resolved")
+      expect(yield* live(ids[11])).toMatchObject({ state: "online", lastSeenAt: T0 + 200_000 })
+      expect(yield* stored(ids[11])).toMatchObject({ liveness: "online", liveness_at: T0 + 200_000 })
+    })), 90_000)
+
+  it("a sign of life that reached the row but not the owner moves the deadline all the same", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      const rule = yield* newRule(org, "offline", { afterSeconds: AFTER_S })
+      const [id] = yield* newDevices(org, 1)
+      yield* seen(org, [id], T0)
+      // Ingested elsewhere, its Seen lost: only the row knows.
+      yield* query("UPDATE devices SET last_seen_at = $2 WHERE id = $1", [id, T0 + 25_000])
+      yield* advance("35 seconds")
+      expect(yield* live(id)).toMatchObject({ state: "online", lastSeenAt: T0 + 25_000 })
+      expect(yield* alertsOf(rule)).toEqual([])
+      yield* advance("25 seconds")
+      const [alert] = yield* alertsReach(rule, 1)
+      expect(alert.first_seen_at).toBe(T0 + 25_000 + AFTER_S * 1000)
+    })), 60_000)
+
+  it("a bucket that left memory is woken by the stored deadline, rehydrates its devices and goes offline once", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      const rule = yield* newRule(org, "offline", { afterSeconds: 150 })
+      const [id] = yield* newDevices(org, 1)
+      yield* seen(org, [id], T0)
+      const sharding = yield* Sharding.Sharding
+      // Idle past the cluster's entityMaxIdleTime (1 min, reaped every 30 s): the bucket leaves memory long before its deadline.
+      let idle = 0
+      while ((yield* sharding.activeEntityCount) > 0) {
+        expect(idle).toBeLessThan(120)
+        yield* advance("5 seconds")
+        idle += 5
+      }
+      expect(idle).toBeGreaterThanOrEqual(60)
+      expect(yield* stored(id)).toMatchObject({ value: "online", wake_at: T0 + 150_000 })
+      yield* advance(`${150 - idle + 5} seconds`)
+      const [alert] = yield* alertsReach(rule, 1)
+      expect(alert).toMatchObject({ device_id: id, first_seen_at: T0 + 150_000 })
+      yield* advance("60 seconds")
+      expect(yield* alertsOf(rule)).toHaveLength(1)
+      expect(yield* stored(id)).toMatchObject({ value: "offline", liveness: "offline", wake_at: null })
+    })), 90_000)
+
+  it("rules changed: hosted devices follow a new afterSeconds, and stop being watched without an offline rule", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      const slow = yield* newRule(org, "offline", { afterSeconds: 600 })
+      const [a, b] = yield* newDevices(org, 2)
+      yield* seen(org, [a, b], T0)
+      yield* query("UPDATE alert_rules SET config = $2::text::jsonb WHERE id = $1", [slow, JSON.stringify({ afterSeconds: 10 })])
+      const owners = yield* DeviceOwners
+      yield* owners.rulesChanged(org)
+      yield* advance("15 seconds")
+      const alerts = yield* alertsReach(slow, 2)
+      expect(alerts.map((r) => r.first_seen_at)).toEqual([T0 + 10_000, T0 + 10_000])
+
+      // Without an offline rule the device is not watched: seen again, it stays out of the counts.
+      yield* query("UPDATE alert_rules SET enabled = false WHERE id = $1", [slow])
+      yield* owners.rulesChanged(org)
+      yield* seen(org, [a], T0 + 20_000)
+      yield* eventually(Effect.flatMap(live(a), (l) => (l?.state === "unwatched" ? Effect.void : Effect.fail(l?.state))))
+      expect(yield* stored(a)).toMatchObject({ liveness: "other" })
+      yield* advance("30 seconds")
+      expect(yield* alertsOf(slow)).toHaveLength(2)
+    })), 60_000)
+
+  it("threshold and anomaly rules raise from the events they watch; an auto-resolving one clears", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      const hot = yield* newRule(org, "threshold", { eventName: "temperature", path: "celsius", max: 80 }, { autoResolve: true })
+      const odd = yield* newRule(org, "anomaly", { eventName: "power", path: "watts", window: 4, zScore: 3 })
+      const [boiler, meter] = yield* newDevices(org, 2)
+      const event = (id: string, name: string, data: unknown) => ({ id, name, data, timestamp: T0 })
+      yield* seen(org, [boiler], T0 + 1, event("evt_1", "temperature", { celsius: 85 }))
+      const [raised] = yield* alertsReach(hot, 1)
+      expect(raised).toMatchObject({ device_id: boiler, state: "unresolved", event_id: "evt_1" })
+      yield* seen(org, [boiler], T0 + 2, event("evt_2", "temperature", { celsius: 60 }))
+      yield* eventually(Effect.flatMap(alertsOf(hot), ([row]) => (row?.resolved_at != null ? Effect.void : Effect.fail("open"))))
+
+      let n = 0
+      for (const watts of [100, 102, 98, 101, 99]) yield* seen(org, [meter], T0 + 10 + ++n, event(`evt_p${n}`, "power", { watts }))
+      yield* seen(org, [meter], T0 + 100, event("evt_spike", "power", { watts: 400 }))
+      const [anomaly] = yield* alertsReach(odd, 1)
+      expect(anomaly).toMatchObject({ device_id: meter, state: "unresolved" })
+      // Baselines are written behind (their row re-derives nothing else).
+      yield* advance("6 seconds")
+      yield* seen(org, [meter], T0 + 6_200, event("evt_p7", "power", { watts: 100 }))
+      yield* eventually(Effect.flatMap(
+        query<{ n: number }>("SELECT jsonb_array_length(snapshot->'context'->'baselines'->$2) AS n FROM device_actors WHERE device_id = $1", [meter, odd]),
+        ([row]) => (Number(row?.n) === 4 ? Effect.void : Effect.fail(row?.n))
+      ))
+    })), 60_000)
+
+  it("ingest's signs reach the owner through Activity; a session sign is stored first", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      yield* newRule(org, "offline", { afterSeconds: AFTER_S })
+      const [device, session] = yield* newDevices(org, 2)
+      const activity = yield* Activity
+      yield* query("UPDATE devices SET last_seen_at = $2 WHERE id = $1", [device, T0 + 1])
+      activity.publish({ organisationId: org, deviceId: device, at: T0 + 1 })
+      yield* activity.offer({ organisationId: org, deviceId: session, at: T0 + 2, session: true })
+      const [row] = yield* query<{ last_seen_at: number }>("SELECT last_seen_at FROM devices WHERE id = $1", [session])
+      expect(Number(row.last_seen_at)).toBe(T0 + 2)
+      yield* eventually(Effect.flatMap(live(device), (l) => (l?.isOnline === true ? Effect.void : Effect.fail(l))))
+      yield* eventually(Effect.flatMap(live(session), (l) => (l?.lastSeenAt === T0 + 2 ? Effect.void : Effect.fail(l))))
+      const owners = yield* DeviceOwners
+      const answers = yield* owners.live([device, session, "dev_unknown"])
+      expect([...answers.keys()].sort()).toEqual([device, session].sort())
+    })), 60_000)
+})

@@ -1,0 +1,245 @@
+import { describe, expect, it } from "vitest"
+import { type Activation, type DeviceHost, type HostedDevice, makeDeviceHost } from "../../src/entities/deviceHost.ts"
+import type { OrganisationRules, Rule } from "../../src/entities/rules.ts"
+
+const T0 = Date.parse("2026-01-01T00:00:00Z")
+const AFTER = 30_000
+const ORG = "org_1"
+
+const rule = (id: string, type: Rule["type"], config: Record<string, unknown>, extra: Partial<Rule> = {}): Rule => ({
+  id,
+  organisationId: ORG,
+  name: id,
+  type,
+  autoResolve: false,
+  config,
+  productId: null,
+  spaceId: null,
+  ...extra
+})
+
+/** A host whose organisation's rules the test sets (a new version each time, as a reload gives). */
+const hostWith = (initial: ReadonlyArray<Rule>) => {
+  let held: OrganisationRules = { version: 1, rules: initial, readAt: T0 }
+  const host = makeDeviceHost((id) => (id === ORG ? held : undefined))
+  return {
+    host,
+    setRules: (rules: ReadonlyArray<Rule>) => {
+      held = { version: held.version + 1, rules, readAt: T0 }
+    }
+  }
+}
+
+const fresh = (deviceId: string, extra: Partial<Activation> = {}): Activation => ({
+  deviceId,
+  place: { organisationId: ORG, spaceId: "spc_1", productId: null },
+  lastSeenAt: null,
+  snapshot: null,
+  wakeAt: null,
+  liveness: "other",
+  livenessAt: 0,
+  raised: [],
+  ...extra
+})
+
+/** Stores what the entity would store after performing a drain: liveness as told, snapshot. */
+const stored = (host: DeviceHost, device: HostedDevice) => {
+  const fx = host.drain()
+  const change = fx.liveness.get(device)
+  if (change !== undefined) {
+    device.reported = change.liveness
+    device.reportedAt = change.at
+  }
+  return { fx, snapshot: device.actor.getPersistedSnapshot(), wakeAt: device.wakeAt, liveness: device.reported, livenessAt: device.reportedAt }
+}
+
+const offlineRule = rule("rul_off", "offline", { afterSeconds: AFTER / 1000 }, { autoResolve: true })
+
+describe("device host: the machine's offline timer as persisted wake-ups", () => {
+  it("asks for one wake-up per offline period, not one per sign of life", () => {
+    const { host } = hostWith([offlineRule])
+    const device = host.activate(fresh("d1"), T0)
+    expect(host.drain().wakes).toEqual([])
+    host.seen(device, T0, undefined, T0)
+    const first = host.drain()
+    expect(first.wakes).toEqual([{ deviceId: "d1", deadline: T0 + AFTER }])
+    expect(first.liveness.get(device)).toEqual({ liveness: "online", at: T0 })
+    device.reported = "online"
+    host.seen(device, T0 + 10_000, undefined, T0 + 10_000)
+    host.seen(device, T0 + 20_000, undefined, T0 + 20_000)
+    expect(host.drain()).toMatchObject({ wakes: [], alerts: [] })
+    expect(host.live(device)).toMatchObject({ state: "online", isOnline: true, lastSeenAt: T0 + 20_000 })
+
+    // The first wake-up finds the deadline moved and asks for it.
+    host.wake("d1", T0 + AFTER, T0 + AFTER)
+    const early = host.drain()
+    expect(early).toMatchObject({ wakes: [{ deviceId: "d1", deadline: T0 + 20_000 + AFTER }], alerts: [] })
+    expect(early.liveness.size).toBe(0)
+
+    host.wake("d1", T0 + 20_000 + AFTER, T0 + 20_000 + AFTER + 200)
+    const due = host.drain()
+    expect(due.wakes).toEqual([])
+    expect(due.alerts).toMatchObject([{ _tag: "raise", deviceId: "d1", key: `offline@${T0 + 20_000 + AFTER}`, at: T0 + 20_000 + AFTER, event: null }])
+    expect(due.liveness.get(device)).toEqual({ liveness: "offline", at: T0 + 20_000 + AFTER })
+    expect(host.live(device)).toMatchObject({ state: "offline", isOnline: false })
+
+    // Back: online again, the auto-resolving rule's alert is cleared, a new period starts.
+    device.reported = "offline"
+    host.seen(device, T0 + 90_000, undefined, T0 + 90_000)
+    const back = host.drain()
+    expect(back.alerts).toMatchObject([{ _tag: "clear", key: `online@${T0 + 90_000}` }])
+    expect(back.wakes).toEqual([{ deviceId: "d1", deadline: T0 + 90_000 + AFTER }])
+    expect(back.liveness.get(device)).toEqual({ liveness: "online", at: T0 + 90_000 })
+  })
+
+  it("a sign of life noted after the deadline (late wake-up): offline at the deadline, then online", () => {
+    const { host } = hostWith([offlineRule])
+    const device = host.activate(fresh("d2"), T0)
+    host.seen(device, T0, undefined, T0)
+    stored(host, device)
+    host.seen(device, T0 + AFTER + 5_000, undefined, T0 + AFTER + 5_000)
+    host.wake("d2", T0 + AFTER, T0 + AFTER + 6_000)
+    const fx = host.drain()
+    expect(fx.alerts.map((a) => a._tag)).toEqual(["raise", "clear"])
+    expect(fx.liveness.size).toBe(0) // online before and after
+    expect(fx.wakes).toEqual([{ deviceId: "d2", deadline: T0 + AFTER + 5_000 + AFTER }])
+  })
+
+  it("signs noted one within the deadline and one after it, before the wake-up: no gap, no offline", () => {
+    const { host } = hostWith([offlineRule])
+    const device = host.activate(fresh("d2b"), T0)
+    host.seen(device, T0, undefined, T0)
+    stored(host, device)
+    host.seen(device, T0 + AFTER - 1_000, undefined, T0 + AFTER - 1_000)
+    host.seen(device, T0 + AFTER + 20, undefined, T0 + AFTER + 20)
+    host.wake("d2b", T0 + AFTER, T0 + AFTER + 250)
+    const fx = host.drain()
+    expect(fx.alerts).toEqual([])
+    expect(fx.wakes).toEqual([{ deviceId: "d2b", deadline: T0 + AFTER + 20 + AFTER }])
+  })
+
+  it("rehydrated from its row, it keeps the pending wake-up, catches up from last_seen_at and fires once", () => {
+    const first = hostWith([offlineRule]).host
+    const before = first.activate(fresh("d3"), T0)
+    first.seen(before, T0, undefined, T0)
+    const row = stored(first, before)
+    expect(row.wakeAt).toBe(T0 + AFTER)
+
+    // The owner moves; the row says seen at T0 + 5 s (a sign noted, never stored in the snapshot).
+    const { host } = hostWith([offlineRule])
+    const device = host.activate(fresh("d3", { snapshot: row.snapshot, wakeAt: row.wakeAt, liveness: "online", livenessAt: T0, lastSeenAt: T0 + 5_000 }), T0 + 6_000)
+    expect(host.drain()).toMatchObject({ wakes: [], alerts: [] }) // the stored wake-up is still pending
+    host.wake("d3", T0 + AFTER, T0 + AFTER)
+    expect(host.drain()).toMatchObject({ wakes: [{ deadline: T0 + 5_000 + AFTER }], alerts: [] })
+    host.wake("d3", T0 + 5_000 + AFTER, T0 + 5_000 + AFTER + 2_000)
+    expect(host.drain().alerts).toMatchObject([{ _tag: "raise", key: `offline@${T0 + 5_000 + AFTER}` }])
+    host.wake("d3", T0 + 5_000 + AFTER, T0 + 5_000 + AFTER + 3_000)
+    expect(host.drain().alerts).toEqual([])
+    expect(device.wakeAt).toBeNull()
+  })
+
+  it("silent while no owner ran: activated after its deadline, it asks for a wake-up at once and goes offline once", () => {
+    const first = hostWith([offlineRule]).host
+    const before = first.activate(fresh("d4"), T0)
+    first.seen(before, T0, undefined, T0)
+    const row = stored(first, before)
+
+    const { host } = hostWith([offlineRule])
+    const late = T0 + AFTER + 60_000
+    host.activate(fresh("d4", { snapshot: row.snapshot, wakeAt: row.wakeAt, liveness: "online", livenessAt: T0, lastSeenAt: T0 }), late)
+    expect(host.drain().wakes).toEqual([{ deviceId: "d4", deadline: late }])
+    host.wake("d4", late, late + 100)
+    const fx = host.drain()
+    // The offline alert says when the device went silent: the same key as its first owner would have sent.
+    expect(fx.alerts).toMatchObject([{ _tag: "raise", key: `offline@${T0 + AFTER}`, at: T0 + AFTER }])
+    expect(fx.wakes).toEqual([])
+  })
+
+  it("activated by its own due wake-up: fires in that step and asks for nothing more", () => {
+    const first = hostWith([offlineRule]).host
+    const before = first.activate(fresh("d5"), T0)
+    first.seen(before, T0, undefined, T0)
+    const row = stored(first, before)
+    const { host } = hostWith([offlineRule])
+    const now = T0 + AFTER + 300
+    host.activate(fresh("d5", { snapshot: row.snapshot, wakeAt: row.wakeAt, liveness: "online", livenessAt: T0, lastSeenAt: T0 }), now)
+    host.wake("d5", T0 + AFTER, now)
+    const fx = host.drain()
+    expect(fx.wakes).toEqual([])
+    expect(fx.alerts).toHaveLength(1)
+  })
+
+  it("rules changed: the deadline follows; without an offline rule the device is no longer watched", () => {
+    const { host, setRules } = hostWith([offlineRule])
+    const device = host.activate(fresh("d6"), T0)
+    host.seen(device, T0, undefined, T0)
+    stored(host, device)
+    setRules([rule("rul_off", "offline", { afterSeconds: 10 })])
+    host.configure(device, T0 + 2_000)
+    expect(host.drain().wakes).toEqual([{ deviceId: "d6", deadline: T0 + 10_000 }])
+    setRules([])
+    host.configure(device, T0 + 3_000)
+    const fx = host.drain()
+    expect(fx.liveness.get(device)).toEqual({ liveness: "other", at: T0 + 3_000 })
+    expect(host.live(device).state).toBe("unwatched")
+    host.wake("d6", T0 + 10_000, T0 + 10_000)
+    expect(host.drain().alerts).toEqual([])
+  })
+
+  it("a threshold rule raises per breaching event and clears once, only what it raised, only if it auto-resolves", () => {
+    const hot = rule("rul_hot", "threshold", { eventName: "temperature", path: "celsius", max: 80 }, { autoResolve: true })
+    const low = rule("rul_low", "threshold", { eventName: "pressure", min: 1 })
+    const { host } = hostWith([hot, low])
+    const device = host.activate(fresh("d7"), T0)
+    const event = (id: string, name: string, data: unknown) => ({ id, name, data, timestamp: T0 })
+    host.seen(device, T0, event("e1", "temperature", { celsius: 60 }), T0)
+    expect(host.drain().alerts).toEqual([]) // in range, nothing raised: nothing to clear
+    host.seen(device, T0 + 1, event("e2", "temperature", { celsius: 85 }), T0 + 1)
+    host.seen(device, T0 + 2, event("e3", "temperature", { celsius: 90 }), T0 + 2)
+    expect(host.drain().alerts).toMatchObject([
+      { _tag: "raise", rule: { id: "rul_hot" }, key: "event:e2", note: "temperature out of range", event: { id: "e2" } },
+      { _tag: "raise", key: "event:e3" }
+    ])
+    host.seen(device, T0 + 3, event("e4", "temperature", { celsius: 50 }), T0 + 3)
+    host.seen(device, T0 + 4, event("e5", "temperature", { celsius: 51 }), T0 + 4)
+    expect(host.drain().alerts).toMatchObject([{ _tag: "clear", key: "clear:e4" }])
+    host.seen(device, T0 + 5, event("e6", "pressure", 0.2), T0 + 5)
+    host.seen(device, T0 + 6, event("e7", "pressure", 5), T0 + 6)
+    expect(host.drain().alerts).toMatchObject([{ _tag: "raise", rule: { id: "rul_low" }, key: "event:e6" }])
+  })
+
+  it("an alert open before activation is cleared when the value is back in range", () => {
+    const hot = rule("rul_hot", "threshold", { eventName: "t", max: 80 }, { autoResolve: true })
+    const { host } = hostWith([hot])
+    const device = host.activate(fresh("d8", { raised: ["rul_hot"] }), T0)
+    host.seen(device, T0, { id: "e1", name: "t", data: 20, timestamp: T0 }, T0)
+    expect(host.drain().alerts).toMatchObject([{ _tag: "clear", rule: { id: "rul_hot" } }])
+  })
+
+  it("an anomaly rule compares a value with the device's recent ones; baselines make the device dirty", () => {
+    const odd = rule("rul_odd", "anomaly", { eventName: "power", path: "watts", window: 4, zScore: 3 }, { autoResolve: true })
+    const { host } = hostWith([odd])
+    const device = host.activate(fresh("d9"), T0)
+    let n = 0
+    const power = (watts: number) => host.seen(device, T0 + ++n, { id: `p${n}`, name: "power", data: { watts }, timestamp: T0 }, T0 + n)
+    for (const watts of [100, 102, 98, 101, 99]) power(watts)
+    expect(host.drain().alerts).toEqual([])
+    expect(device.dirty).toBe(true)
+    power(400)
+    expect(host.drain().alerts).toMatchObject([{ _tag: "raise", rule: { id: "rul_odd" }, key: "anomaly:p6" }])
+  })
+
+  it("an idle device that is not online leaves memory; an online one stays", () => {
+    const { host } = hostWith([])
+    const idle = host.activate(fresh("d10"), T0)
+    host.seen(idle, T0, undefined, T0)
+    stored(host, idle)
+    const { host: watched } = hostWith([offlineRule])
+    const online = watched.activate(fresh("d11"), T0)
+    watched.seen(online, T0, undefined, T0)
+    stored(watched, online)
+    expect(host.sweep(T0 + 1).map((d) => d.id)).toEqual(["d10"])
+    expect(watched.sweep(T0 + 1)).toEqual([])
+    expect(host.devices.size).toBe(0)
+  })
+})

@@ -1,0 +1,133 @@
+import { ConfigProvider, Duration, Effect, Layer, Schedule } from "effect"
+import { TestClock } from "effect/testing"
+import { coreOn } from "../../src/app.ts"
+import { Bus } from "../../src/bus/Bus.ts"
+import { newId } from "../../src/domain/ids.ts"
+import { Sql } from "../../src/store/Sql.ts"
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY } from "../support/app.ts"
+import { createPostgresDatabase, type StoreKind } from "../support/databases.ts"
+
+/** An epoch for TestClock: the cluster compares `deliver_at` with the clock's milliseconds. */
+export const T0 = Date.parse("2026-01-01T00:00:00Z")
+
+/** The core of one process (store, bus in memory, cluster and its entities) on a database. */
+export const coreLayer = (database: string) =>
+  coreOn(Bus.memory).pipe(
+    Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({
+      DATABASE_URL: database,
+      BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
+      ADMIN_EMAIL,
+      ADMIN_PASSWORD,
+      LOG_LEVEL: "error",
+      HOST: "127.0.0.1",
+      CLUSTER_HOST: "127.0.0.1"
+    })))
+  )
+export type Core = Layer.Success<ReturnType<typeof coreLayer>>
+
+/**
+ * Moves TestClock by `total` in steps, letting the cluster's real I/O (SQL) run between them: a
+ * single big jump would also expire the cluster's own operation timeouts while a statement is in flight.
+ */
+export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
+  Effect.gen(function*() {
+    const steps = Math.ceil(Duration.toMillis(Duration.fromInputUnsafe(total)) / Duration.toMillis(Duration.fromInputUnsafe(step)))
+    for (let i = 0; i < steps; i++) {
+      yield* TestClock.adjust(step)
+      yield* TestClock.withLive(Effect.sleep("10 millis"))
+    }
+  })
+
+/** Retries `check` on the live clock until it succeeds (bounded); the cluster's work is real I/O. */
+export const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, attempts = 200) =>
+  TestClock.withLive(Effect.retry(check, { schedule: Schedule.spaced("25 millis"), times: attempts }))
+
+/**
+ * Runs `program` against a fresh core of the given kind on TestClock, which starts at T0 - 10 s
+ * and is moved to T0 before `program` (the runner takes its shards on its own schedule).
+ */
+export const onTestClock = async <A, E>(kind: StoreKind, program: Effect.Effect<A, E, Core>): Promise<A> => {
+  const db = kind === "postgres" ? await createPostgresDatabase() : undefined
+  try {
+    return await Effect.runPromise(
+      Effect.gen(function*() {
+        yield* TestClock.setTime(T0 - 10_000)
+        return yield* Effect.andThen(advance("10 seconds"), program).pipe(Effect.provide(coreLayer(db?.url ?? "memory://")))
+      }).pipe(Effect.provide(TestClock.layer()), Effect.scoped)
+    )
+  } finally {
+    await db?.drop()
+  }
+}
+
+/** Rows of the store, in a core's context. */
+export const query = <T>(text: string, params?: ReadonlyArray<unknown>) => Effect.flatMap(Sql, (sql) => Effect.orDie(sql.query<T>(text, params)))
+
+export const organisationId = Effect.map(query<{ id: string }>("SELECT id FROM organisations ORDER BY created_at LIMIT 1"), ([row]) => row.id)
+
+export const newSpace = (organisation: string) =>
+  Effect.gen(function*() {
+    const id = newId("spc")
+    yield* query(
+      "INSERT INTO spaces (id, organisation_id, name, created_at, updated_at) VALUES ($1, $2, $1, $3, $3)",
+      [id, organisation, T0]
+    )
+    return id
+  })
+
+export const newDevices = (organisation: string, count: number, spaceId: string | null = null) =>
+  Effect.gen(function*() {
+    const ids = Array.from({ length: count }, () => newId("dev", T0))
+    yield* query(
+      `INSERT INTO devices (id, organisation_id, space_id, secret_hash, name, created_at, updated_at)
+       SELECT u.id, $2, $3, u.id, u.id, $4, $4 FROM unnest($1::text[]) AS u(id)`,
+      [ids, organisation, spaceId, T0]
+    )
+    return ids
+  })
+
+export const newRule = (
+  organisation: string,
+  type: "offline" | "threshold" | "anomaly",
+  config: Record<string, unknown>,
+  options: { readonly autoResolve?: boolean; readonly spaceId?: string } = {}
+) =>
+  Effect.gen(function*() {
+    const id = newId("rul")
+    yield* query(
+      `INSERT INTO alert_rules (id, organisation_id, name, type, severity, enabled, auto_resolve, config, space_id, created_at, updated_at)
+       VALUES ($1, $2, $1, $3, 'low', true, $4, $5::text::jsonb, $6, $7, $7)`,
+      [id, organisation, type, options.autoResolve ?? false, JSON.stringify(config), options.spaceId ?? null, T0]
+    )
+    return id
+  })
+
+export interface AlertRow {
+  readonly id: string
+  readonly device_id: string
+  readonly alert_rule_id: string
+  readonly state: string
+  readonly first_seen_at: number
+  readonly last_seen_at: number
+  readonly resolved_at: number | null
+  readonly event_id: string | null
+}
+
+export const alertsOf = (ruleId: string) =>
+  Effect.map(
+    query<AlertRow>(
+      "SELECT id, device_id, alert_rule_id, state, first_seen_at, last_seen_at, resolved_at, event_id FROM alerts WHERE alert_rule_id = $1 ORDER BY first_seen_at, device_id",
+      [ruleId]
+    ),
+    (rows) =>
+      rows.map((r) => ({
+        ...r,
+        first_seen_at: Number(r.first_seen_at),
+        last_seen_at: Number(r.last_seen_at),
+        resolved_at: r.resolved_at === null ? null : Number(r.resolved_at)
+      }))
+  )
+
+/** Waits until the rule has `count` alerts (fails with the count so far). */
+export const alertsReach = (ruleId: string, count: number) =>
+  eventually(Effect.flatMap(alertsOf(ruleId), (rows) => (rows.length >= count ? Effect.succeed(rows) : Effect.fail(`${rows.length} alerts`))))
