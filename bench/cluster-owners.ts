@@ -99,6 +99,7 @@ export const makeOwnerReader = (
       `SELECT l.objid::text AS objid, l.pid, a.client_port
          FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.classid = $1::oid
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND l.objid::bigint BETWEEN ${GROUP_BASE + 1} AND ${GROUP_BASE + SHARDS}`,
       [namespace]
     )

@@ -9,9 +9,10 @@ const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
 const AFTER_S = 3
 const DEVICES = 24
 
-/** Backends of the cluster's pools that hold shard locks (SqlRunnerStorage: one advisory lock per shard). */
+/** Backends of the cluster's pools that hold shard locks (SqlRunnerStorage: one advisory lock per shard), in this database: pg_locks lists every database's. */
 const SHARD_HOLDERS = `SELECT count(DISTINCT pid)::int AS holders, count(*)::int AS shards FROM pg_locks
-  WHERE locktype = 'advisory' AND granted AND objsubid = 2 AND objid::bigint BETWEEN 1000001 AND 1000300`
+  WHERE locktype = 'advisory' AND granted AND objsubid = 2
+    AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND objid::bigint BETWEEN 1000001 AND 1000300`
 
 /**
  * Two server processes on one Postgres and NATS; the one killed with SIGKILL owned some of the
