@@ -47,6 +47,8 @@ const RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("
 /** Persisted messages sent at once by one step. */
 const SEND_CONCURRENCY = 16
 
+type Places = Effect.Success<ReturnType<typeof readPlaces>>
+
 const retried = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string) =>
   effect.pipe(
     Effect.tapError((e) => Effect.logWarning(`device bucket: ${what} failed, retrying`, e)),
@@ -89,14 +91,15 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       })
 
     /** Performs what the host collected: wake-ups, alerts, liveness, rows. */
-    const perform = (now: number) =>
+    const perform = (now: number, read: Places = new Map()) =>
       Effect.gen(function*() {
         const fx = host.drain()
         const changed = [...fx.liveness.keys()]
         const spaceOf = new Map<string, string | null>()
         if (changed.length > 0) {
           // Where each device is now (it may have moved since it was activated); a deleted one is forgotten.
-          const places = yield* retried(readPlaces(sql, changed.map((d) => d.id)), "reading devices")
+          const unread = changed.filter((d) => !read.has(d.id)).map((d) => d.id)
+          const places = unread.length === 0 ? read : new Map([...read, ...yield* retried(readPlaces(sql, unread), "reading devices")])
           for (const device of changed) {
             const found = places.get(device.id)
             if (found === undefined) host.forget(device.id)
@@ -161,9 +164,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         const now = yield* Clock.currentTimeMillis
         yield* activate([check.deviceId], now)
         const due = host.due(now)
+        let places: Places = new Map()
         if (due.length > 0) {
           // Silent, as far as this owner knows: the rows say whether they really were.
-          const places = yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")
+          places = yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")
           yield* retried(rules.load(due.map((d) => d.place.organisationId)), "reading rules")
           for (const device of due) {
             const found = places.get(device.id)
@@ -180,7 +184,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           }
         }
         host.wake(check.deviceId, check.deadline, now)
-        yield* perform(now)
+        yield* perform(now, places)
         yield* housekeeping(now)
       })
 
