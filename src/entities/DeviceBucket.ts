@@ -28,10 +28,14 @@ import { Rules } from "./rules.ts"
  *   that reached another owner, is in the row);
  * - alerts: `Raise` and `Clear` to the alert entity of the rule and device, persisted and keyed
  *   by what caused them (the deadline, the event), so a step run again sends nothing twice;
- * - liveness (online, offline, neither): `DeviceLiveness` to the device's space, then its row.
- *   Sent first and stored after: a step that dies in between is run again from the old row
- *   (a persisted wake-up is delivered again; a sign of life is in `devices.last_seen_at`) and
- *   sends the same keyed messages, which the cluster stores once.
+ * - liveness (online, offline, neither): its row, then `DeviceLiveness` to the device's space (a
+ *   space seeds from those rows: it is never told a change older than what it read).
+ *
+ * Wake-ups and alerts are sent before the rows are written: a step that dies in between is run
+ * again from the old rows (a persisted wake-up is delivered again; a sign of life is in
+ * `devices.last_seen_at`) and sends the same keyed messages, which the cluster stores once. A
+ * step that dies between its row and `DeviceLiveness` leaves that space one change behind until
+ * the device's next change or the space's next seed (a window of milliseconds).
  *
  * Plain signs of life store nothing: their time is in `devices.last_seen_at`, which activation
  * catches up from. Anomaly baselines, which no row re-derives, are written behind every
@@ -118,11 +122,12 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           )
         }
         const rows: Array<DeviceRow> = []
+        const told: Array<Effect.Effect<void, unknown>> = []
         for (const [device, change] of fx.liveness) {
           const spaceId = spaceOf.get(device.id)
           if (spaceId === undefined) continue
           if (spaceId !== null) {
-            sends.push(spaces(spaceId).DeviceLiveness(new DeviceLiveness({ deviceId: device.id, ...change }), { discard: true }))
+            told.push(spaces(spaceId).DeviceLiveness(new DeviceLiveness({ deviceId: device.id, ...change }), { discard: true }))
           }
           rows.push({ device, liveness: change.liveness, livenessAt: change.at })
         }
@@ -134,6 +139,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           row.device.reportedAt = row.livenessAt
           row.device.dirty = false
         }
+        // After the row: a space seeded from the store is never older than a change it was told.
+        if (told.length > 0) yield* retried(Effect.all(told, { concurrency: SEND_CONCURRENCY, discard: true }), "telling spaces")
       })
 
     /** After a message: baselines written behind. */
