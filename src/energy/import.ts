@@ -3,7 +3,8 @@ import { InvalidInput } from "../domain/errors.ts"
 import { MAX_JSON_DEPTH, nestsDeeperThan, screen } from "../ingest/payload.ts"
 import type { SqlClient, SqlError } from "../store/Sql.ts"
 import { type EnergyKind, type ImportRow, parseImportRow } from "./readings.ts"
-import { type Placement, SeriesCache, writeReadings } from "./store.ts"
+import { type Placement, SeriesCache } from "./series.ts"
+import { writeReadings } from "./store.ts"
 
 /** Rows one bulk-import request may carry. */
 export const MAX_IMPORT_ROWS = 100_000

@@ -1,58 +1,18 @@
+/**
+ * Aggregated energy series: what `GET /energy/{electricity|gas|water}` answers. The
+ * request is resolved in request.ts and continued through token.ts; this module finds the
+ * series, sums their stored levels per bucket and builds the page.
+ */
 import { Effect } from "effect"
-import { Buffer } from "node:buffer"
-import { InvalidInput, NotFound } from "../domain/errors.ts"
+import { InvalidInput, type NotFound } from "../domain/errors.ts"
 import type { SqlClient, SqlError } from "../store/Sql.ts"
-import { bucketsOf, formatInterval, gridOf, type Interval, parseInterval, type Period, periodRange } from "./buckets.ts"
+import { bucketsOf, gridOf } from "./buckets.ts"
 import { addDecimal, type Decimal, formatDecimal, parseNumericText, ZERO } from "./decimal.ts"
 import { type Level, NO_ROLLUPS, planRuns } from "./plan.ts"
-import { type EnergyKind, FLOWS, type Flow, SOURCES, type Source } from "./readings.ts"
+import type { EnergyKind } from "./readings.ts"
+import { type EnergyRequest, invalid, requestedScope, type Resolved, resolve, scopeOf } from "./request.ts"
+import { decodeToken, encodeToken } from "./token.ts"
 import { Zone } from "./zone.ts"
-
-/** Aggregated energy series: what `GET /energy/{electricity|gas|water}` answers. */
-
-export type Scope =
-  | { readonly type: "organisation" }
-  | { readonly type: "space"; readonly id: string }
-  | { readonly type: "device"; readonly id: string }
-
-export type Breakdown = "device" | "country"
-
-/** A request as the route validated it (each field already checked on its own). */
-export interface EnergyRequest {
-  readonly kind: EnergyKind
-  readonly spaceId?: string | undefined
-  readonly deviceId?: string | undefined
-  readonly since?: number | undefined
-  readonly until?: number | undefined
-  readonly interval?: Interval | undefined
-  readonly timezone?: string | undefined
-  readonly current?: Period | undefined
-  readonly previous?: Period | undefined
-  readonly breakdown?: Breakdown | undefined
-  readonly source?: Source | undefined
-  readonly flow?: Flow | undefined
-  readonly limit: number
-  readonly continuationToken?: string | undefined
-  /** false: answer from raw readings only (diagnostics and the benchmark's reference). */
-  readonly rollups: boolean
-}
-
-/** A query with every default applied: what a continuation token carries. */
-interface Resolved {
-  readonly kind: EnergyKind
-  readonly scope: Scope
-  readonly since: number | undefined
-  readonly until: number
-  readonly interval: Interval
-  readonly timezone: string
-  readonly breakdown: Breakdown | undefined
-  readonly source: Source | undefined
-  readonly flow: Flow
-  readonly limit: number
-  readonly rollups: boolean
-  /** Where this page starts: a bucket start (later pages) or `since`. */
-  readonly from: number | undefined
-}
 
 export interface Reading {
   readonly timestamp: number
@@ -68,16 +28,10 @@ export interface EnergyPage {
   countries?: Record<string, Array<Reading>>
 }
 
-/** Buckets per page unless `limit` asks for fewer. */
-export const MAX_PAGE_BUCKETS = 1_000
 /** A breakdown page holds at most this many readings over all its devices or countries. */
 export const MAX_PAGE_POINTS = 50_000
-/** Instants a query may name: 1970 up to the end of year 9999. */
-const MAX_INSTANT = 253_402_300_800_000
 /** A space or breakdown without a country. */
 export const UNKNOWN_COUNTRY = "unknown"
-
-const invalid = (field: string, rule: string) => new InvalidInput({ field, message: `${field}: ${rule}` })
 
 const readingOf = (kind: EnergyKind, timestamp: number, quantity: string): Reading => {
   switch (kind) {
@@ -88,135 +42,6 @@ const readingOf = (kind: EnergyKind, timestamp: number, quantity: string): Readi
       return { gas: quantity, energy: quantity, timestamp }
     case "water":
       return { water: quantity, timestamp }
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Continuation tokens: the resolved query and where the next page starts, base64url JSON.
-
-const encodeToken = (q: Resolved, from: number): string =>
-  Buffer.from(JSON.stringify({
-    v: 1,
-    k: q.kind,
-    sc: q.scope.type === "organisation" ? null : [q.scope.type, q.scope.id],
-    s: q.since ?? null,
-    u: q.until,
-    i: formatInterval(q.interval),
-    tz: q.timezone,
-    b: q.breakdown ?? null,
-    src: q.source ?? null,
-    f: q.flow,
-    l: q.limit,
-    r: q.rollups,
-    c: from
-  })).toString("base64url")
-
-const isInstant = (v: unknown): v is number => typeof v === "number" && Number.isSafeInteger(v) && v >= 0 && v <= MAX_INSTANT
-
-const decodeToken = (token: string, kind: EnergyKind): Resolved | InvalidInput => {
-  const bad = invalid("continuationToken", "is not a token this endpoint issued; start again without it")
-  let t: Record<string, unknown>
-  try {
-    const parsed: unknown = JSON.parse(Buffer.from(token, "base64url").toString("utf8"))
-    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return bad
-    t = parsed as Record<string, unknown>
-  } catch {
-    return bad
-  }
-  if (t.v !== 1 || t.k !== kind) return bad
-  let scope: Scope = { type: "organisation" }
-  if (t.sc !== null) {
-    const sc = t.sc
-    if (!Array.isArray(sc) || (sc[0] !== "space" && sc[0] !== "device") || typeof sc[1] !== "string") return bad
-    scope = { type: sc[0], id: sc[1] }
-  }
-  const interval = typeof t.i === "string" ? parseInterval(t.i) : "missing"
-  if (typeof interval === "string") return bad
-  if (typeof t.tz !== "string" || Zone.of(t.tz) === undefined) return bad
-  if (!(t.s === null || isInstant(t.s)) || !isInstant(t.u) || !isInstant(t.c)) return bad
-  if (!(t.b === null || t.b === "device" || t.b === "country")) return bad
-  if (!(t.src === null || (SOURCES as ReadonlyArray<unknown>).includes(t.src))) return bad
-  if (!(FLOWS as ReadonlyArray<unknown>).includes(t.f)) return bad
-  if (typeof t.l !== "number" || !Number.isSafeInteger(t.l) || t.l < 1 || t.l > MAX_PAGE_BUCKETS || typeof t.r !== "boolean") return bad
-  return {
-    kind,
-    scope,
-    since: t.s === null ? undefined : t.s as number,
-    until: t.u,
-    interval,
-    timezone: t.tz,
-    breakdown: t.b === null ? undefined : t.b as Breakdown,
-    source: t.src === null ? undefined : t.src as Source,
-    flow: t.f as Flow,
-    limit: t.l,
-    rollups: t.r,
-    from: t.c
-  }
-}
-
-// ---------------------------------------------------------------------------------------
-// Resolving a request
-
-/** The scope's own time zone: its space's, else UTC. Another organisation's id is not found. */
-const scopeOf = (sql: SqlClient, organisationId: string, scope: Scope) =>
-  Effect.gen(function*() {
-    if (scope.type === "organisation") return "UTC"
-    if (scope.type === "space") {
-      const [space] = yield* sql.query<{ timezone: string }>(
-        "SELECT timezone FROM spaces WHERE id = $1 AND organisation_id = $2",
-        [scope.id, organisationId]
-      )
-      if (space === undefined) return yield* new NotFound({ resource: "space", id: scope.id })
-      return space.timezone
-    }
-    const [device] = yield* sql.query<{ timezone: string | null }>(
-      "SELECT s.timezone FROM devices d LEFT JOIN spaces s ON s.id = d.space_id WHERE d.id = $1 AND d.organisation_id = $2",
-      [scope.id, organisationId]
-    )
-    if (device === undefined) return yield* new NotFound({ resource: "device", id: scope.id })
-    return device.timezone ?? "UTC"
-  })
-
-const requestedScope = (request: EnergyRequest): Scope =>
-  request.deviceId !== undefined
-    ? { type: "device", id: request.deviceId }
-    : request.spaceId !== undefined
-    ? { type: "space", id: request.spaceId }
-    : { type: "organisation" }
-
-const resolve = (request: EnergyRequest, scope: Scope, scopeZone: string, now: number): Resolved | InvalidInput => {
-  const timezone = request.timezone ?? (Zone.of(scopeZone) === undefined ? "UTC" : scopeZone)
-  const zone = Zone.of(timezone)
-  if (zone === undefined) return invalid("timezone", `must be an IANA time zone name such as Europe/Dublin; got ${JSON.stringify(timezone)}`)
-  for (const [field, value] of [["since", request.since], ["until", request.until]] as const) {
-    if (value !== undefined && !isInstant(value)) return invalid(field, "must lie between 1970 and the end of year 9999")
-  }
-  let since = request.since
-  let until = request.until ?? now
-  const period = request.current ?? request.previous
-  if (period !== undefined) {
-    const which = request.current !== undefined ? "current" : "previous"
-    if (request.since !== undefined || request.until !== undefined) {
-      return invalid(which, "cannot be combined with since or until")
-    }
-    const range = periodRange(period, which, zone, now)
-    since = range.since
-    until = range.until
-  }
-  if (since !== undefined && since > until) return invalid("since", "must not be after until")
-  return {
-    kind: request.kind,
-    scope,
-    since,
-    until,
-    interval: request.interval ?? { n: 1, unit: "hour" },
-    timezone,
-    breakdown: request.breakdown,
-    source: request.source,
-    flow: request.flow ?? "consumption",
-    limit: request.limit,
-    rollups: request.rollups,
-    from: undefined
   }
 }
 

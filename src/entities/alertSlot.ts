@@ -32,7 +32,7 @@ export interface Slot {
 
 export const isOpen = (alert: AlertState) => alert.context.resolvedAt === null
 
-/** `ruleId/deviceId` (`alertEntityId`) back into its parts; a device id may not hold a slash, a rule id does not. */
+/** `ruleId/deviceId` (`alertEntityId`) back into its parts (rule ids hold no slash). */
 export const slotOf = (entityId: string) => {
   const cut = entityId.indexOf("/")
   return cut < 0 ? { ruleId: entityId, deviceId: "" } : { ruleId: entityId.slice(0, cut), deviceId: entityId.slice(cut + 1) }

@@ -29,8 +29,8 @@ export interface SpaceJson {
   timezone: string
   country: string | null
   /**
-   * Devices by liveness and open alerts, from the space's actor (`Spaces.present` adds it where
-   * the space is read on its own or listed; `spaceCountsSql` is the store's count of the same).
+   * Devices by liveness and open alerts, from the space's entity (`presentSpaces` adds it where
+   * the space is read on its own or listed).
    */
   live?: { devicesOnline: number; devicesOffline: number; openAlerts: number }
   /** Who receives the space's alert e-mails (present where the space is read on its own or listed). */
@@ -76,20 +76,3 @@ export const spaceQuery: ResourceQuery<SpaceJson> = {
   map: (row) => toSpace(row, str(row, "organisation_name")),
   order: { createdAt: "s.created_at", updatedAt: "s.updated_at", id: "s.id", name: "s.name" }
 }
-
-/**
- * The store's count of the live numbers of the spaces `$1` (text[]), with their organisation,
- * timezone and alert recipients (organisation user ids, in the order added): what activates
- * and resyncs space actors. Devices count by the liveness of their stored actor snapshot;
- * alerts by their device's space.
- */
-export const spaceCountsSql = `SELECT s.id, s.organisation_id, s.timezone,
-    COALESCE((SELECT json_agg(a.organisation_user_id ORDER BY a.created_at) FROM space_alert_users a
-              WHERE a.space_id = s.id), '[]'::json) AS recipients,
-    (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id
-      WHERE d.space_id = s.id AND da.snapshot->>'value' = 'online')::int8 AS devices_online,
-    (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id
-      WHERE d.space_id = s.id AND da.snapshot->>'value' = 'offline')::int8 AS devices_offline,
-    (SELECT count(*) FROM alerts al JOIN devices d ON d.id = al.device_id
-      WHERE d.space_id = s.id AND al.resolved_at IS NULL)::int8 AS open_alerts
-  FROM spaces s WHERE s.id = ANY($1::text[])`

@@ -1,9 +1,9 @@
-import { Context, Effect } from "effect"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Space } from "../../src/entities/protocol.ts"
 import { Sql } from "../../src/store/Sql.ts"
-import { spaceCountsSql } from "../../src/store/spaces.ts"
-import { Spaces } from "../../src/supervisor/Spaces.ts"
-import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, startApp, startAppOn, type TestApp } from "../support/app.ts"
+import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, startAppOn, type TestApp } from "../support/app.ts"
+import { startCore, type TestCore } from "../support/core.ts"
 import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
 
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
@@ -25,11 +25,17 @@ const within = async <A>(ms: number, what: string, probe: () => Promise<A | unde
   }
 }
 
-const liveOf = (t: TestApp, spaceId: string) =>
+/** REST of a test app or a test core. */
+interface Caller {
+  call(method: string, path: string, options?: { key?: string; body?: unknown }): Promise<{ body: any }>
+}
+const caller = (t: TestCore): Caller => ({ call: (method, path, options = {}) => t.call(method, path, options.body, options.key) })
+
+const liveOf = (t: Caller, spaceId: string) =>
   t.call("GET", `/spaces/${spaceId}`, { key: BOOTSTRAP_KEY }).then((r) => r.body.live as Live)
 
 /** Waits until the space's counts are `expected`; they must get there within a second. */
-const countsBecome = async (t: TestApp, spaceId: string, expected: Live, what: string) => {
+const countsBecome = async (t: Caller, spaceId: string, expected: Live, what: string) => {
   const seen = await within(1_000, what, async () => {
     const live = await liveOf(t, spaceId)
     return live.devicesOnline === expected.devicesOnline && live.devicesOffline === expected.devicesOffline &&
@@ -41,19 +47,34 @@ const countsBecome = async (t: TestApp, spaceId: string, expected: Live, what: s
   return seen.after
 }
 
-/** What the store counts for the space: the actor must agree once things are quiet. */
+/** What the store counts for the space (the liveness device actors wrote, open alerts): the entity must agree once things are quiet. */
 const storeCounts = (t: TestApp, spaceId: string) =>
   Effect.runPromise(
-    Effect.provideContext(Sql.use((sql) => sql.query(spaceCountsSql, [[spaceId]])), t.context)
+    Effect.provideContext(
+      Sql.use((sql) =>
+        sql.query<{ devices_online: unknown; devices_offline: unknown; open_alerts: unknown }>(
+          `SELECT
+             (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id WHERE d.space_id = $1 AND da.liveness = 'online') AS devices_online,
+             (SELECT count(*) FROM devices d JOIN device_actors da ON da.device_id = d.id WHERE d.space_id = $1 AND da.liveness = 'offline') AS devices_offline,
+             (SELECT count(*) FROM alerts al JOIN devices d ON d.id = al.device_id WHERE d.space_id = $1 AND al.resolved_at IS NULL) AS open_alerts`,
+          [spaceId]
+        )
+      ),
+      t.context
+    )
   ).then(([row]) => ({
     devicesOnline: Number(row.devices_online),
     devicesOffline: Number(row.devices_offline),
     openAlerts: Number(row.open_alerts)
   }))
 
+/** What the space's entity holds, asked through the cluster from this process. */
+const entityOf = (t: TestApp, spaceId: string) =>
+  Effect.runPromise(Effect.provideContext(Effect.flatMap(Space.client, (client) => client(spaceId).GetSpace()), t.context))
+
 const live = (devicesOnline: number, devicesOffline: number, openAlerts: number): Live => ({ devicesOnline, devicesOffline, openAlerts })
 
-describe.each(STORE_KINDS)("space counts from space actors on %s", (kind) => {
+describe.each(STORE_KINDS)("space counts from space entities on %s", (kind) => {
   let t: TestApp
   const call = (method: string, path: string, body?: unknown, key = BOOTSTRAP_KEY) => t.call(method, path, { key, body })
   beforeAll(async () => {
@@ -145,61 +166,46 @@ describe.each(STORE_KINDS)("space counts from space actors on %s", (kind) => {
     await call("DELETE", `/alertRules/${watch.id}`)
   })
 
-  it("skip a change already counted, and repair a drifted count with a recount from the store", async () => {
-    const space = (await call("POST", "/spaces", { name: "Drifting" })).body
-    const spaces = Context.get(t.context, Spaces)
-    const before = Date.now() - 60_000
-    // Committed before the space was counted: already in its count, skipped.
-    await Effect.runPromise(spaces.changed(before, [{ spaceId: space.id, event: { type: "alert.opened" } }]))
-    expect((await call("GET", `/spaces/${space.id}`)).body.live).toEqual(live(0, 0, 0))
-    // A change told twice (or one whose store write was lost): the counts drift...
-    await Effect.runPromise(spaces.changed(Date.now(), [{ spaceId: space.id, event: { type: "device.online", was: "other", count: 2 } }]))
-    expect((await call("GET", `/spaces/${space.id}`)).body.live).toEqual(live(2, 0, 0))
-    // ...until the next recount puts back what the store holds.
-    await Effect.runPromise(spaces.recount(space.owner.organisation.id))
-    expect((await call("GET", `/spaces/${space.id}`)).body.live).toEqual(live(0, 0, 0))
-  })
-
   it("hold the timezone and alert recipients that the space answers", async () => {
     const admin = (await t.call("POST", "/auth/token", { headers: { "x-app-key": BOOTSTRAP_KEY }, body: { username: ADMIN_EMAIL, password: ADMIN_PASSWORD } }))
       .body.accessToken as string
     const space = (await call("POST", "/spaces", { name: "Zoned", timezone: "Europe/Dublin" })).body
-    const spaces = Context.get(t.context, Spaces)
-    expect(spaces.context(space.id)).toMatchObject({ spaceId: space.id, timezone: "Europe/Dublin", recipients: [] })
+    expect(await entityOf(t, space.id)).toMatchObject({ timezone: "Europe/Dublin", recipients: [] })
     const updated = (await call("PUT", `/spaces/${space.id}`, { timezone: "Asia/Tokyo" })).body
     expect(updated.timezone).toBe("Asia/Tokyo")
-    expect(spaces.context(space.id)?.timezone).toBe("Asia/Tokyo")
+    expect((await entityOf(t, space.id)).timezone).toBe("Asia/Tokyo")
     const user = (await call("POST", "/organisations/users/", { emailAddress: `zoned-${kind}@example.com`, fullName: "Zed" }, admin)).body
     const added = (await call("POST", `/spaces/${space.id}/alerts/users/${user.id}`, undefined, admin)).body
     expect(added.live).toEqual(live(0, 0, 0))
     expect(added.alertUsers.map((u: { id: string }) => u.id)).toEqual([user.id])
-    expect(spaces.context(space.id)?.recipients).toEqual([user.id])
+    expect((await entityOf(t, space.id)).recipients).toEqual([user.id])
     const read = (await call("GET", `/spaces/${space.id}`)).body
     expect(Object.keys(read)).toEqual([
       "id", "clientId", "name", "isPublic", "disabled", "avatar", "owner", "timezone", "country", "createdAt", "updatedAt", "live", "alertUsers"
     ])
     await call("DELETE", `/spaces/${space.id}/alerts/users/${user.id}`, undefined, admin)
-    expect(spaces.context(space.id)?.recipients).toEqual([])
+    expect((await entityOf(t, space.id)).recipients).toEqual([])
   })
 })
 
 describe("space counts across two processes on NATS and Postgres", () => {
   let db: TestDatabase
-  let one: TestApp
-  let two: TestApp
+  let one: Caller
+  let two: Caller
+  const cores: Array<TestCore> = []
   beforeAll(async () => {
     db = await createPostgresDatabase()
-    one = await startApp({ DATABASE_URL: db.url, NATS_URL })
-    two = await startApp({ DATABASE_URL: db.url, NATS_URL })
+    // Two runners, each with its REST port (the cluster's runner endpoint) on a socket.
+    for (let i = 0; i < 2; i++) cores.push(await startCore({ database: db.url }, { listen: true, env: { NATS_URL } }))
+    ;[one, two] = cores.map(caller)
   })
   afterAll(async () => {
-    await one?.close()
-    await two?.close()
+    for (const core of cores.reverse()) await core.close()
     await db?.drop()
   })
 
   it("a transition applied on one process shows in the other's space counts", async () => {
-    const call = (t: TestApp, method: string, path: string, body?: unknown, key = BOOTSTRAP_KEY) => t.call(method, path, { key, body })
+    const call = (t: Caller, method: string, path: string, body?: unknown, key = BOOTSTRAP_KEY) => t.call(method, path, { key, body })
     const space = (await call(one, "POST", "/spaces", { name: "Shared" })).body
     const device = (await call(one, "POST", "/devices", { name: "roamer", space: { id: space.id } })).body
     await call(one, "POST", "/alertRules", {
@@ -217,11 +223,11 @@ describe("space counts across two processes on NATS and Postgres", () => {
       space: { id: space.id },
       config: { eventName: "t", max: 10 }
     })).body
-    // Both processes host the space's actor.
+    // One entity for the space, read from either process.
     expect((await call(one, "GET", `/spaces/${space.id}`)).body.live).toEqual(live(0, 0, 0))
     expect((await call(two, "GET", `/spaces/${space.id}`)).body.live).toEqual(live(0, 0, 0))
 
-    // The device's traffic goes to process two (its actor lives there); process one sees it.
+    // The device's traffic goes to process two; both read the one count.
     await call(two, "POST", "/events", { name: "t", data: 50 }, device.secretKey)
     await countsBecome(one, space.id, live(1, 0, 1), "online with a threshold alert, on the other process")
     await countsBecome(two, space.id, live(1, 0, 1), "online with a threshold alert, on its own process")
@@ -239,7 +245,7 @@ describe("space counts across two processes on NATS and Postgres", () => {
     expect((await call(one, "GET", `/spaces/${space.id}`)).body.live).toEqual(live(0, 1, 1))
     await countsBecome(two, space.id, live(0, 1, 1), "the REST resolution on the other process")
 
-    // Back on one this time (a new actor there, from the stored snapshot): both follow.
+    // Back on one this time: both follow.
     await call(one, "POST", "/events", { name: "ping" }, device.secretKey)
     await countsBecome(one, space.id, live(1, 0, 0), "back online, alert auto-resolved")
     await countsBecome(two, space.id, live(1, 0, 0), "back online on the other process")
