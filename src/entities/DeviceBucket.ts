@@ -73,10 +73,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     let flushedAt = yield* Clock.currentTimeMillis
 
     /** Devices among `ids` not hosted yet, from their rows (a deleted device stays out). */
-    const activate = (ids: Iterable<string>, now: number) =>
+    const activate = (ids: Iterable<string>, now: number): Effect.Effect<Places> =>
       Effect.gen(function*() {
         const missing = [...new Set(ids)].filter((id) => !host.devices.has(id))
-        if (missing.length === 0) return
+        if (missing.length === 0) return new Map()
         const read = yield* retried(readActivations(sql, missing), "activation")
         yield* retried(rules.load(read.map((a) => a.place.organisationId)), "reading rules")
         // Which alerts a value back in range may clear: asked only where a rule could clear one.
@@ -85,6 +85,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         )
         const open = yield* retried(readOpenAlerts(sql, clearing.map((a) => a.deviceId)), "reading alerts")
         for (const activation of read) host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now)
+        // Just read: where they are (their first step may change their liveness).
+        return new Map(read.map((a) => [a.deviceId, { place: a.place, lastSeenAt: a.lastSeenAt }]))
       })
 
     const flush = (devices: ReadonlyArray<HostedDevice>, now: number) =>
@@ -156,25 +158,24 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const seen = (signs: ReadonlyArray<Sign>) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        yield* activate(signs.map((s) => s.deviceId), now)
+        const read = yield* activate(signs.map((s) => s.deviceId), now)
         yield* retried(rules.load(signs.map((s) => s.organisationId)), "reading rules")
         for (const sign of signs) {
           const device = host.devices.get(sign.deviceId)
           if (device !== undefined) host.seen(device, sign.at, sign.event, now)
         }
-        yield* perform(now)
+        yield* perform(now, read)
         yield* housekeeping(now)
       })
 
     const checkOffline = (check: OfflineCheck) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        yield* activate([check.deviceId], now)
+        let places = yield* activate([check.deviceId], now)
         const due = host.due(now)
-        let places: Places = new Map()
         if (due.length > 0) {
           // Silent, as far as this owner knows: the rows say whether they really were.
-          places = yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")
+          places = new Map([...places, ...yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")])
           yield* retried(rules.load(due.map((d) => d.place.organisationId)), "reading rules")
           for (const device of due) {
             const found = places.get(device.id)
