@@ -32,7 +32,12 @@ const MAX_EVENTS = 64
 const SPACING_MS = 100
 /** `Seen` messages on their way at once (one per bucket at most). */
 const SENDERS = 32
-const SEND_TIMEOUT = "10 seconds"
+/**
+ * A bucket that does not answer by then (its owner hangs) is sent its signs again: a time not
+ * newer than the device's is ignored and an event's alert is keyed, but an anomaly baseline may
+ * count that event twice.
+ */
+const SEND_TIMEOUT = "30 seconds"
 const RETRY_AFTER = "200 millis"
 const STORE_RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
 
