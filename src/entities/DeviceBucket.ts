@@ -28,10 +28,14 @@ import { Rules } from "./rules.ts"
  *   that reached another owner, is in the row);
  * - alerts: `Raise` and `Clear` to the alert entity of the rule and device, persisted and keyed
  *   by what caused them (the deadline, the event), so a step run again sends nothing twice;
- * - liveness (online, offline, neither): `DeviceLiveness` to the device's space, then its row.
- *   Sent first and stored after: a step that dies in between is run again from the old row
- *   (a persisted wake-up is delivered again; a sign of life is in `devices.last_seen_at`) and
- *   sends the same keyed messages, which the cluster stores once.
+ * - liveness (online, offline, neither): its row, then `DeviceLiveness` to the device's space (a
+ *   space seeds from those rows: it is never told a change older than what it read).
+ *
+ * Wake-ups and alerts are sent before the rows are written: a step that dies in between is run
+ * again from the old rows (a persisted wake-up is delivered again; a sign of life is in
+ * `devices.last_seen_at`) and sends the same keyed messages, which the cluster stores once. A
+ * step that dies between its row and `DeviceLiveness` leaves that space one change behind until
+ * the device's next change or the space's next seed (a window of milliseconds).
  *
  * Plain signs of life store nothing: their time is in `devices.last_seen_at`, which activation
  * catches up from. Anomaly baselines, which no row re-derives, are written behind every
@@ -46,6 +50,8 @@ export const PASSIVATE_AFTER_MS = 5 * 60_000
 const RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
 /** Persisted messages sent at once by one step. */
 const SEND_CONCURRENCY = 16
+
+type Places = Effect.Success<ReturnType<typeof readPlaces>>
 
 const retried = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string) =>
   effect.pipe(
@@ -67,10 +73,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     let flushedAt = yield* Clock.currentTimeMillis
 
     /** Devices among `ids` not hosted yet, from their rows (a deleted device stays out). */
-    const activate = (ids: Iterable<string>, now: number) =>
+    const activate = (ids: Iterable<string>, now: number): Effect.Effect<Places> =>
       Effect.gen(function*() {
         const missing = [...new Set(ids)].filter((id) => !host.devices.has(id))
-        if (missing.length === 0) return
+        if (missing.length === 0) return new Map()
         const read = yield* retried(readActivations(sql, missing), "activation")
         yield* retried(rules.load(read.map((a) => a.place.organisationId)), "reading rules")
         // Which alerts a value back in range may clear: asked only where a rule could clear one.
@@ -79,6 +85,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         )
         const open = yield* retried(readOpenAlerts(sql, clearing.map((a) => a.deviceId)), "reading alerts")
         for (const activation of read) host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now)
+        // Just read: where they are (their first step may change their liveness).
+        return new Map(read.map((a) => [a.deviceId, { place: a.place, lastSeenAt: a.lastSeenAt }]))
       })
 
     const flush = (devices: ReadonlyArray<HostedDevice>, now: number) =>
@@ -89,14 +97,15 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       })
 
     /** Performs what the host collected: wake-ups, alerts, liveness, rows. */
-    const perform = (now: number) =>
+    const perform = (now: number, read: Places = new Map()) =>
       Effect.gen(function*() {
         const fx = host.drain()
         const changed = [...fx.liveness.keys()]
         const spaceOf = new Map<string, string | null>()
         if (changed.length > 0) {
           // Where each device is now (it may have moved since it was activated); a deleted one is forgotten.
-          const places = yield* retried(readPlaces(sql, changed.map((d) => d.id)), "reading devices")
+          const unread = changed.filter((d) => !read.has(d.id)).map((d) => d.id)
+          const places = unread.length === 0 ? read : new Map([...read, ...yield* retried(readPlaces(sql, unread), "reading devices")])
           for (const device of changed) {
             const found = places.get(device.id)
             if (found === undefined) host.forget(device.id)
@@ -115,11 +124,12 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           )
         }
         const rows: Array<DeviceRow> = []
+        const told: Array<Effect.Effect<void, unknown>> = []
         for (const [device, change] of fx.liveness) {
           const spaceId = spaceOf.get(device.id)
           if (spaceId === undefined) continue
           if (spaceId !== null) {
-            sends.push(spaces(spaceId).DeviceLiveness(new DeviceLiveness({ deviceId: device.id, ...change }), { discard: true }))
+            told.push(spaces(spaceId).DeviceLiveness(new DeviceLiveness({ deviceId: device.id, ...change }), { discard: true }))
           }
           rows.push({ device, liveness: change.liveness, livenessAt: change.at })
         }
@@ -131,6 +141,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           row.device.reportedAt = row.livenessAt
           row.device.dirty = false
         }
+        // After the row: a space seeded from the store is never older than a change it was told.
+        if (told.length > 0) yield* retried(Effect.all(told, { concurrency: SEND_CONCURRENCY, discard: true }), "telling spaces")
       })
 
     /** After a message: baselines written behind. */
@@ -146,24 +158,24 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const seen = (signs: ReadonlyArray<Sign>) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        yield* activate(signs.map((s) => s.deviceId), now)
+        const read = yield* activate(signs.map((s) => s.deviceId), now)
         yield* retried(rules.load(signs.map((s) => s.organisationId)), "reading rules")
         for (const sign of signs) {
           const device = host.devices.get(sign.deviceId)
           if (device !== undefined) host.seen(device, sign.at, sign.event, now)
         }
-        yield* perform(now)
+        yield* perform(now, read)
         yield* housekeeping(now)
       })
 
     const checkOffline = (check: OfflineCheck) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
-        yield* activate([check.deviceId], now)
+        let places = yield* activate([check.deviceId], now)
         const due = host.due(now)
         if (due.length > 0) {
           // Silent, as far as this owner knows: the rows say whether they really were.
-          const places = yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")
+          places = new Map([...places, ...yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")])
           yield* retried(rules.load(due.map((d) => d.place.organisationId)), "reading rules")
           for (const device of due) {
             const found = places.get(device.id)
@@ -180,7 +192,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           }
         }
         host.wake(check.deviceId, check.deadline, now)
-        yield* perform(now)
+        yield* perform(now, places)
         yield* housekeeping(now)
       })
 

@@ -1,4 +1,4 @@
-import { Context, Deferred, Effect, Layer, Queue, Schedule } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Queue, Schedule } from "effect"
 import { Bus } from "../bus/Bus.ts"
 import { Activity, type DeviceActivity } from "../ingest/Activity.ts"
 import { touchDevices } from "../store/devices.ts"
@@ -8,7 +8,8 @@ import { Rules, watchesEvent } from "./rules.ts"
 
 /**
  * Committed signs of life on their way to the owners of their devices, wherever they run:
- * grouped by bucket, one `Seen` per bucket at a time, never awaited by ingest.
+ * grouped by bucket, one `Seen` per bucket at a time and at most one per SPACING_MS, never
+ * awaited by ingest.
  *
  * - `Seen` is volatile: every sign it carries is already in `devices.last_seen_at` (an event
  *   or location sets it in its own commit; a session sign is stored here first), and a bucket
@@ -23,9 +24,20 @@ import { Rules, watchesEvent } from "./rules.ts"
  */
 
 const MAX_EVENTS = 64
+/**
+ * A bucket is sent at most once per SPACING_MS: under load, what comes for it meanwhile is folded
+ * into its next message, which bounds the messages (and their cost) to 1,024 buckets per spacing
+ * whatever the event rate. A bucket idle for as long is sent at once.
+ */
+const SPACING_MS = 100
 /** `Seen` messages on their way at once (one per bucket at most). */
 const SENDERS = 32
-const SEND_TIMEOUT = "10 seconds"
+/**
+ * A bucket that does not answer by then (its owner hangs) is sent its signs again: a time not
+ * newer than the device's is ignored and an event's alert is keyed, but an anomaly baseline may
+ * count that event twice.
+ */
+const SEND_TIMEOUT = "30 seconds"
 const RETRY_AFTER = "200 millis"
 const STORE_RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
 
@@ -54,7 +66,28 @@ export const SeenSenderLive = Layer.effect(
     /** Buckets queued or being sent: what comes for them meanwhile waits in `pending`. */
     const busy = new Set<string>()
     const ready = yield* Queue.unbounded<string>()
+    const clock = yield* Clock.Clock
+    const lastSent = new Map<string, number>()
+    /** Buckets waiting for their spacing to pass. */
+    const deferred = new Set<string>()
     let dropped = 0
+
+    const schedule = (bucket: string) => {
+      const sent = lastSent.get(bucket)
+      if (sent === undefined || clock.currentTimeMillisUnsafe() - sent >= SPACING_MS) Queue.offerUnsafe(ready, bucket)
+      else deferred.add(bucket)
+    }
+    yield* Effect.forkScoped(Effect.forever(Effect.delay(
+      Effect.sync(() => {
+        const now = clock.currentTimeMillisUnsafe()
+        for (const bucket of deferred) {
+          if (now - (lastSent.get(bucket) ?? 0) < SPACING_MS) continue
+          deferred.delete(bucket)
+          Queue.offerUnsafe(ready, bucket)
+        }
+      }),
+      `${SPACING_MS / 4} millis`
+    )))
 
     const fold = (devices: Map<string, Pending>, deviceId: string, organisationId: string, at: number, events: Pending["events"]) => {
       const p = devices.get(deviceId)
@@ -74,7 +107,7 @@ export const SeenSenderLive = Layer.effect(
     const queue = (bucket: string) => {
       if (busy.has(bucket)) return
       busy.add(bucket)
-      Queue.offerUnsafe(ready, bucket)
+      schedule(bucket)
     }
 
     const add = (a: DeviceActivity) => {
@@ -104,6 +137,7 @@ export const SeenSenderLive = Layer.effect(
       Effect.gen(function*() {
         const devices = pending.get(bucket)
         pending.delete(bucket)
+        lastSent.set(bucket, clock.currentTimeMillisUnsafe())
         if (devices !== undefined) {
           const sent = yield* client(bucket).Seen({ signs: signsOf(devices) }).pipe(
             Effect.timeout(SEND_TIMEOUT),
@@ -122,7 +156,7 @@ export const SeenSenderLive = Layer.effect(
           yield* Effect.logWarning(`seen: owners slower than ingest, ${dropped} rule evaluations dropped (signs of life kept)`)
           dropped = 0
         }
-        if (pending.has(bucket)) Queue.offerUnsafe(ready, bucket)
+        if (pending.has(bucket)) schedule(bucket)
         else busy.delete(bucket)
       })
 

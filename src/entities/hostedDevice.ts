@@ -27,7 +27,7 @@ export interface Effects {
   /** Persisted wake-ups to schedule (`CheckOffline`). */
   readonly wakes: Array<{ readonly deviceId: string; readonly deadline: number }>
   readonly alerts: Array<AlertIntent>
-  /** Devices whose liveness left what their row says: told to their space, then stored. */
+  /** Devices whose liveness left what their row says: stored, then told to their space. */
   readonly liveness: Map<HostedDevice, { readonly liveness: Liveness; readonly at: number }>
 }
 

@@ -2,7 +2,7 @@ import { Effect } from "effect"
 import { Sharding } from "effect/cluster"
 import { describe, expect, it } from "vitest"
 import { DeviceOwners } from "../../src/entities/DeviceOwners.ts"
-import { bucketOf, DeviceBucket, type Sign } from "../../src/entities/protocol.ts"
+import { bucketOf, DeviceBucket, type Sign, Space } from "../../src/entities/protocol.ts"
 import { Activity } from "../../src/ingest/Activity.ts"
 import { STORE_KINDS } from "../support/databases.ts"
 import {
@@ -68,6 +68,9 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       for (const a of first) expect(a).toMatchObject({ state: "unresolved", first_seen_at: T0 + AFTER_S * 1000, resolved_at: null })
       for (const id of ids.slice(0, 6)) expect(yield* live(id)).toMatchObject({ state: "online", lastSeenAt: T0 + 20_000 })
       expect(yield* stored(ids[11])).toMatchObject({ value: "offline", liveness: "offline", liveness_at: T0 + AFTER_S * 1000 })
+      // The space counts what its devices told it.
+      const counts = (yield* Space.client)(space).GetSpace()
+      yield* eventually(Effect.flatMap(counts, (c) => (c.devicesOffline === 6 && c.devicesOnline === 6 ? Effect.void : Effect.fail(c))))
 
       yield* advance("20 seconds")
       const all = yield* alertsReach(rule, 12)

@@ -7,7 +7,7 @@ import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, type TestResponse } from ".
 import { createPostgresDatabase, type StoreKind, type TestDatabase } from "./databases.ts"
 
 /**
- * The core (store, bus, cluster with its entities, supervisor) of one process, with its full
+ * The core (store, bus, cluster with its entities) of one process, with its full
  * context for effects run against it (`run`): entity clients, the bus, the store. With
  * `listen`, REST and the cluster's runner endpoint are served on a real port (0), so two of
  * these on one Postgres database are two runners that call each other over HTTP.
