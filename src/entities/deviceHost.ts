@@ -32,7 +32,10 @@ export interface DeviceHost {
   wake(deviceId: string, deadline: number, now: number): void
   /** Devices whose deadline is due at `now` (their rows may hold signs of life not told yet). */
   due(now: number): Array<HostedDevice>
-  /** A sign of life read from the device's row: noted (told before its deadline fires). */
+  /**
+   * A sign of life read from the device's row: noted (told before its deadline fires); one newer
+   * than the deadline moves it (the row cannot show a gap: it keeps only the newest sign).
+   */
   caughtUp(device: HostedDevice, lastSeenAt: number | null): void
   /** Re-derives the device's settings from its organisation's rules if they changed. */
   configure(device: HostedDevice, now: number): void
@@ -243,8 +246,16 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       const latest = lastSeenOf(device)
       if (lastSeenAt === null || (latest !== null && lastSeenAt <= latest)) return
       const value = device.actor.getSnapshot().value
-      if (value === "online" || value === "unwatched") device.noted = lastSeenAt
-      else tell(device, { type: "device.seen", at: lastSeenAt }, lastSeenAt)
+      const timer = device.timer
+      // The row keeps only the newest sign: one after the deadline shows no gap (the signs before
+      // it may never have reached this owner), so it moves the deadline, as at activation. Only
+      // signs told to this owner (noted) show a gap.
+      const gapShown = device.noted !== null && timer !== undefined && device.noted > timer.deadline
+      if ((value === "online" || value === "unwatched") && (timer === undefined || lastSeenAt <= timer.deadline || gapShown)) device.noted = lastSeenAt
+      else {
+        catchUp(device)
+        tell(device, { type: "device.seen", at: lastSeenAt }, lastSeenAt)
+      }
     },
     configure,
     live: (device) => {

@@ -118,6 +118,20 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     expect(fx.wakes).toEqual([{ deviceId: "d2b", deadline: T0 + AFTER + 20 + AFTER }])
   })
 
+  it("a sign read from its row after the deadline (signs lost on the way): no gap shown, no offline", () => {
+    const { host } = hostWith([offlineRule])
+    const device = host.activate(fresh("d2c"), T0)
+    host.seen(device, T0, undefined, T0)
+    stored(host, device)
+    // Its signs went to an owner that died; the row says it published until just now.
+    expect(host.due(T0 + AFTER + 100)).toEqual([device])
+    host.caughtUp(device, T0 + AFTER + 80)
+    host.wake("d2c", T0 + AFTER, T0 + AFTER + 100)
+    const fx = host.drain()
+    expect(fx.alerts).toEqual([])
+    expect(fx.wakes).toEqual([{ deviceId: "d2c", deadline: T0 + AFTER + 80 + AFTER }])
+  })
+
   it("rehydrated from its row, it keeps the pending wake-up, catches up from last_seen_at and fires once", () => {
     const first = hostWith([offlineRule]).host
     const before = first.activate(fresh("d3"), T0)
