@@ -29,11 +29,12 @@
  * BENCH_ROUNDS `device.seen` per pure actor (5), BENCH_EVENTS events through the buckets
  * (200000), BENCH_PARTS (pure,postgres; also pglite), BENCH_PG_ADMIN_URL (the server and a
  * database to connect to for CREATE DATABASE; postgres://postgres@127.0.0.1:5432/test),
- * BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ * BENCH_NO_RECORD (set: do not append to RESULTS.md), BENCH_CHILD_LOG (a file: each part's log,
+ * warnings included, is appended to it).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { appendFileSync, readFileSync } from "node:fs"
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, totalmem } from "node:os"
 import { resolve } from "node:path"
 import { monitorEventLoopDelay } from "node:perf_hooks"
@@ -519,6 +520,7 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
   phases.push(
     await phase(`${silentCount.toLocaleString("en-US")} devices seen, then silent`, silentCount, "devices", `burst of activity on hosted devices, then silence until every offline alert is delivered (includes the ${settings.offlineAfterSeconds} s afterSeconds wait; alert rate below)`, async () => {
       delivered.clear()
+      const profile = await profileFrom(process.env.BENCH_SILENT_PROFILE)
       const burst = performance.now()
       for (const id of silent) {
         const at = Date.now()
@@ -530,6 +532,7 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
       loop.enable()
       const all = await until(() => silent.every((id) => delivered.has(id)), afterMs + 5 * 60_000, 100)
       loop.disable()
+      await profile()
       if (!all) warnings.push(`only ${delivered.size} of ${silentCount} offline alerts were delivered within ${settings.offlineAfterSeconds + 300} s`)
       rows = await query<{ device_id: string; created_at: number; first_seen_at: number }>(
         "SELECT device_id, created_at, first_seen_at FROM alerts WHERE alert_rule_id = $1",
@@ -646,10 +649,34 @@ const supervised = async (store: string, databaseUrl: string, scope: Scope.Close
 // ---------------------------------------------------------------------------------------
 // The child processes
 
+/** Diagnosis: a CPU profile of this process from now until the returned function is called, written to `file`. */
+const profileFrom = async (file: string | undefined): Promise<() => Promise<void>> => {
+  if (file === undefined) return async () => {}
+  const { Session } = await import("node:inspector/promises")
+  const session = new Session()
+  session.connect()
+  await session.post("Profiler.enable")
+  await session.post("Profiler.start")
+  return async () => {
+    const { profile } = await session.post("Profiler.stop")
+    writeFileSync(file, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
 const CHILD = "--bench-actors-part"
 const RESULT = "BENCH_ACTORS_RESULT "
 
 const child = async (part: Part): Promise<void> => {
+  if (process.env.BENCH_LOOP_TRACE !== undefined) {
+    // Diagnosis: the event loop's worst delay each second, on stderr.
+    const trace = monitorEventLoopDelay({ resolution: 5 })
+    trace.enable()
+    setInterval(() => {
+      process.stderr.write(`loop ${new Date().toISOString().slice(11, 23)} max ${(trace.max / 1e6).toFixed(0)} ms\n`)
+      trace.reset()
+    }, 1000).unref()
+  }
   const result = part === "pure" ? await runPure() : await runBuckets(part)
   // Resolves once the line is written: exiting earlier could cut a long line short on a pipe.
   await new Promise<void>((done) => process.stdout.write(`${RESULT}${JSON.stringify(result)}\n`, () => done()))
@@ -663,7 +690,7 @@ process.on("exit", () => {
 /** Runs one part in its own process with `--expose-gc`; progress goes to stderr as it comes. */
 const runPart = (part: Part): Promise<unknown> =>
   new Promise((resolvePart, reject) => {
-    const c = spawn(process.execPath, ["--expose-gc", "--max-old-space-size=4096", "--import", "tsx", self, CHILD, part], {
+    const c = spawn(process.execPath, ["--expose-gc", "--max-old-space-size=4096", ...(process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]), "--import", "tsx", self, CHILD, part], {
       cwd: root,
       env: process.env,
       stdio: ["ignore", "pipe", "inherit"]
@@ -672,6 +699,7 @@ const runPart = (part: Part): Promise<unknown> =>
     let out = ""
     c.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
       out += chunk
+      if (process.env.BENCH_CHILD_LOG !== undefined) appendFileSync(process.env.BENCH_CHILD_LOG, chunk)
     })
     const timer = setTimeout(() => {
       process.stderr.write(`bench:actors: part ${part} still running after ${PART_LIMIT_MS / 60_000} minutes; stopping it\n`)

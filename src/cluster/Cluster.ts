@@ -44,8 +44,8 @@ export const RUNNER_PATH = "/cluster/runner"
 export const SECRET_HEADER = "x-voltaic-cluster"
 
 export const CLUSTER_TIMINGS = {
-  shardLockRefreshInterval: "1 second",
-  shardLockExpiration: "4 seconds",
+  shardLockRefreshInterval: "10 seconds",
+  shardLockExpiration: "30 seconds",
   refreshAssignmentsInterval: "1 second",
   runnerHealthCheckInterval: "1 second",
   entityMessagePollInterval: "250 millis",
@@ -64,7 +64,7 @@ const ClusterSqlLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
   const target = databaseTarget(config)
   if (target._tag === "postgres") {
-    return Layer.orDie(PgClient.layer({ url: target.url, maxConnections: 4, applicationName: "voltaic cluster" }))
+    return Layer.orDie(PgClient.layer({ url: target.url, maxConnections: 16, applicationName: "voltaic cluster" }))
   }
   const sql = yield* Sql
   if (sql.pglite === undefined) return yield* Effect.die(new Error("cluster: the PGlite store exposes no instance"))

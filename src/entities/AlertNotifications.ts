@@ -7,13 +7,13 @@ import { Space } from "./protocol.ts"
 /**
  * Sends each newly opened alert through its rule's notification template (webhook, or e-mail
  * to the alert recipients its device's Space entity holds) and records the outcomes on the
- * alert. The Alert entity hands an opened alert over (`opened`) and goes on: a few notifier
+ * alert. The AlertBucket entity hands an opened alert over (`opened`) and goes on: a few notifier
  * fibers of this process (NOTIFY_CONCURRENCY) take them, so a slow receiver (retries take up
  * to a minute) never holds up an alert entity, and an alert storm does not start thousands of
  * requests at once.
  *
  * At most once: a notification handed over is lost if this process dies before sending it, and
- * an alert entity that runs a Raise again after a crash does not notify again.
+ * an alert entity that applies a raise again after a crash does not notify again.
  */
 
 export interface AlertOpened {

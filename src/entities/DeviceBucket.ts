@@ -1,19 +1,9 @@
-import { Clock, Effect, Schedule } from "effect"
+import { Clock, Effect, Schedule, Scope } from "effect"
 import { Entity } from "effect/cluster"
 import { Sql } from "../store/Sql.ts"
 import { type DeviceHost, type HostedDevice, makeDeviceHost } from "./deviceHost.ts"
-import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, writeDeviceRows } from "./deviceRows.ts"
-import {
-  Alert,
-  alertEntityId,
-  Clear,
-  DeviceBucket,
-  DeviceLiveness,
-  OfflineCheck,
-  Raise,
-  type Sign,
-  Space
-} from "./protocol.ts"
+import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeDeviceRows } from "./deviceRows.ts"
+import { AlertBucket, type AlertIntent, DeviceBucket, type DeviceLiveness, type Sign, Space, Wake, WAKE_QUANTUM_MS } from "./protocol.ts"
 import { ResidentBuckets } from "./residents.ts"
 import { Rules } from "./rules.ts"
 
@@ -22,20 +12,22 @@ import { Rules } from "./rules.ts"
  * `deviceMachine` (`deviceHost.ts`), activated from their rows on their first message, and
  * what their machines do performed from here:
  *
- * - the offline timer: one persisted `CheckOffline` per offline period, delivered at its
- *   deadline to whichever process owns the bucket then; every deadline due in the bucket fires
- *   with it, once the devices' rows confirmed their silence (a `Seen` lost on the way, or one
- *   that reached another owner, is in the row);
- * - alerts: `Raise` and `Clear` to the alert entity of the rule and device, persisted and keyed
- *   by what caused them (the deadline, the event), so a step run again sends nothing twice;
- * - liveness (online, offline, neither): its row, then `DeviceLiveness` to the device's space (a
- *   space seeds from those rows: it is never told a change older than what it read).
+ * - the offline timers: the bucket keeps a persisted `Wake` at or before its earliest deadline
+ *   (rounded up to WAKE_QUANTUM_MS, so that devices falling silent together share one), at
+ *   most a few pending, delivered to whichever process owns the bucket then. Every deadline
+ *   due fires with it, once the devices' rows confirmed their silence (a `Seen` lost on the
+ *   way, or one that reached another owner, is in the row), then the next one is asked for.
+ *   A new owner finds the devices with a deadline in `device_actors` (`bucket`, `wake_at`) on
+ *   its first wake-up: they were hosted by the last owner, which passivates none with a timer;
+ * - alerts: the step's raises and clears in one `Apply` to the bucket's AlertBucket entity;
+ * - liveness (online, offline, neither): the rows, then one `Changes` per space (a space seeds
+ *   from those rows: it is never told a change older than what it read).
  *
- * Wake-ups and alerts are sent before the rows are written: a step that dies in between is run
- * again from the old rows (a persisted wake-up is delivered again; a sign of life is in
- * `devices.last_seen_at`) and sends the same keyed messages, which the cluster stores once. A
- * step that dies between its row and `DeviceLiveness` leaves that space one change behind until
- * the device's next change or the space's next seed (a window of milliseconds).
+ * Wake-ups and alerts are sent (and awaited) before the rows are written: a step that dies in
+ * between is run again from the old rows (a persisted wake-up is delivered again; a sign of life
+ * is in `devices.last_seen_at`), and what it sends again is applied once. A step that dies
+ * between its rows and `Changes` leaves that space one change behind until the device's next
+ * change or the space's next seed (a window of milliseconds).
  *
  * Plain signs of life store nothing: their time is in `devices.last_seen_at`, which activation
  * catches up from. Anomaly baselines, which no row re-derives, are written behind every
@@ -48,8 +40,10 @@ const SWEEP_EVERY = "1 minute"
 export const PASSIVATE_AFTER_MS = 5 * 60_000
 /** Sends and statements are retried without end (at most every 5 s): the effects of a step are not dropped. */
 const RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
-/** Persisted messages sent at once by one step. */
+/** Messages sent at once by one step. */
 const SEND_CONCURRENCY = 16
+/** A message not answered by then is sent again (applying it twice is harmless). */
+const SEND_TIMEOUT = "30 seconds"
 
 type Places = Effect.Success<ReturnType<typeof readPlaces>>
 
@@ -67,8 +61,15 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const rules = yield* Rules
     const residents = yield* ResidentBuckets
     const self = (yield* DeviceBucket.client)(bucket)
-    const alerts = yield* Alert.client
+    const alerts = (yield* AlertBucket.client)(bucket)
     const spaces = yield* Space.client
+    /** Wake-ups this instance asked for and has not received. */
+    const pending = new Set<number>()
+    /** The times this instance's own timer is set for (`Tick`). */
+    const ticks = new Set<number>()
+    const scope = yield* Scope.Scope
+    /** Whether the devices an earlier owner left with a deadline were read (on the first wake-up). */
+    let timedRead = false
     const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
     let flushedAt = yield* Clock.currentTimeMillis
 
@@ -96,10 +97,43 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         for (const device of devices) device.dirty = false
       })
 
+    /**
+     * Keeps a wake-up at or before `deadline`'s quantum: none is asked for when one is pending
+     * before it (its handler asks for the next). Never for a quantum already past: its key may
+     * be one the cluster delivered already, and would store nothing.
+     */
+    const cover = (deadline: number | null | undefined, now: number) => {
+      if (deadline === null || deadline === undefined) return Effect.void
+      const at = Math.ceil(Math.max(deadline, now + 1) / WAKE_QUANTUM_MS) * WAKE_QUANTUM_MS
+      for (const p of pending) if (p <= at) return Effect.void
+      pending.add(at)
+      return retried(self.Wake(new Wake({ bucket, at }), { discard: true }), "asking for a wake-up")
+    }
+
+    /**
+     * Sets this instance's timer for the earliest deadline held, unless it is set for it or
+     * earlier already: a `Tick` to itself, handled like a wake-up, between its other messages.
+     */
+    const arm = Effect.suspend(() => {
+      const deadline = host.nextDeadline()
+      if (deadline === undefined) return Effect.void
+      for (const t of ticks) if (t <= deadline) return Effect.void
+      ticks.add(deadline)
+      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        self.Tick({ at: deadline }, { discard: true }).pipe(
+          Effect.delay(Math.max(0, deadline - now)),
+          // Not delivered (the bucket is leaving this process): its stored wake-up stands in.
+          Effect.ignore,
+          Effect.forkIn(scope),
+          Effect.asVoid
+        ))
+    })
+
     /** Performs what the host collected: wake-ups, alerts, liveness, rows. */
-    const perform = (now: number, read: Places = new Map()) =>
+    const perform = (now: number, read: Places, woken = false) =>
       Effect.gen(function*() {
         const fx = host.drain()
+        yield* arm
         const changed = [...fx.liveness.keys()]
         const spaceOf = new Map<string, string | null>()
         if (changed.length > 0) {
@@ -112,28 +146,33 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
             else spaceOf.set(device.id, found.place.spaceId)
           }
         }
-        const sends: Array<Effect.Effect<void, unknown>> = []
-        for (const w of fx.wakes) sends.push(self.CheckOffline(new OfflineCheck(w), { discard: true }))
+        // Woken: every deadline due fired, the earliest left is next (the one that woke it was delivered).
+        // The next wake-up is stored alongside the alerts: both before the rows (see above).
+        const sends: Array<Effect.Effect<void, unknown>> = [cover(woken ? host.nextDeadline() : fx.wake, now)]
+        const intents: Array<AlertIntent> = []
         for (const a of fx.alerts) {
           if (!host.devices.has(a.deviceId)) continue
-          const alert = alerts(alertEntityId(a.rule.id, a.deviceId))
-          sends.push(
-            a._tag === "raise"
-              ? alert.Raise(new Raise({ key: a.key, organisationId: a.rule.organisationId, at: a.at, note: a.note, event: a.event }), { discard: true })
-              : alert.Clear(new Clear({ key: a.key, at: a.at }), { discard: true })
-          )
+          intents.push({
+            kind: a._tag,
+            ruleId: a.rule.id,
+            deviceId: a.deviceId,
+            organisationId: a.rule.organisationId,
+            at: a.at,
+            note: a._tag === "raise" ? a.note : "",
+            event: a._tag === "raise" ? a.event : null,
+            autoResolve: a.rule.autoResolve
+          })
         }
+        if (intents.length > 0) sends.push(alerts.Apply({ intents }))
         const rows: Array<DeviceRow> = []
-        const told: Array<Effect.Effect<void, unknown>> = []
+        const bySpace = new Map<string, Array<DeviceLiveness>>()
         for (const [device, change] of fx.liveness) {
           const spaceId = spaceOf.get(device.id)
           if (spaceId === undefined) continue
-          if (spaceId !== null) {
-            told.push(spaces(spaceId).DeviceLiveness(new DeviceLiveness({ deviceId: device.id, ...change }), { discard: true }))
-          }
+          if (spaceId !== null) bySpace.set(spaceId, [...(bySpace.get(spaceId) ?? []), { deviceId: device.id, ...change }])
           rows.push({ device, liveness: change.liveness, livenessAt: change.at })
         }
-        if (sends.length > 0) yield* retried(Effect.all(sends, { concurrency: SEND_CONCURRENCY, discard: true }), "sending")
+        yield* retried(Effect.timeout(Effect.all(sends, { concurrency: SEND_CONCURRENCY, discard: true }), SEND_TIMEOUT), "sending")
         if (rows.length === 0) return
         yield* retried(writeDeviceRows(sql, rows, now), "writing devices")
         for (const row of rows) {
@@ -141,8 +180,12 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           row.device.reportedAt = row.livenessAt
           row.device.dirty = false
         }
-        // After the row: a space seeded from the store is never older than a change it was told.
-        if (told.length > 0) yield* retried(Effect.all(told, { concurrency: SEND_CONCURRENCY, discard: true }), "telling spaces")
+        // After the rows: a space seeded from the store is never older than a change it was told.
+        yield* Effect.forEach(bySpace, ([spaceId, devices]) =>
+          retried(Effect.timeout(spaces(spaceId).Changes({ devices, alerts: [] }), SEND_TIMEOUT), "telling spaces"), {
+          concurrency: SEND_CONCURRENCY,
+          discard: true
+        })
       })
 
     /** After a message: baselines written behind. */
@@ -168,10 +211,18 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         yield* housekeeping(now)
       })
 
-    const checkOffline = (check: OfflineCheck) =>
+    /** A wake-up (stored) or a tick (this instance's timer) at `at`: every deadline due fires. */
+    const wake = (at: number, stored: boolean) =>
       Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        let places = yield* activate([check.deviceId], now)
+        // Due as of the wake-up's time at least: its quantum rounded the deadlines up to it.
+        const now = Math.max(yield* Clock.currentTimeMillis, at)
+        if (stored) pending.delete(at)
+        else ticks.delete(at)
+        let places: Places = new Map()
+        if (!timedRead) {
+          places = yield* activate(yield* retried(readTimed(sql, bucket), "reading deadlines"), now)
+          timedRead = true
+        }
         const due = host.due(now)
         if (due.length > 0) {
           // Silent, as far as this owner knows: the rows say whether they really were.
@@ -191,8 +242,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
             host.caughtUp(device, found.lastSeenAt)
           }
         }
-        host.wake(check.deviceId, check.deadline, now)
-        yield* perform(now, places)
+        host.wake(now)
+        yield* perform(now, places, true)
         yield* housekeeping(now)
       })
 
@@ -214,7 +265,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           device.rulesVersion = -1
           host.configure(device, now)
         }
-        yield* perform(now)
+        yield* perform(now, new Map())
       })
 
     // Idle devices leave memory. Apart from the messages, which is safe: the sweep is synchronous,
@@ -235,7 +286,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
 
     return DeviceBucket.of({
       Seen: ({ payload }) => seen(payload.signs),
-      CheckOffline: ({ payload }) => checkOffline(payload),
+      Wake: ({ payload }) => wake(payload.at, true),
+      Tick: ({ payload }) => wake(payload.at, false),
       GetDevices: ({ payload }) =>
         Effect.sync(() =>
           payload.deviceIds.flatMap((id) => {

@@ -1,10 +1,10 @@
 import { Effect } from "effect"
 import { Entity } from "effect/cluster"
 import { createActor } from "xstate"
-import { isMember, liveOf, type Liveness, spaceMachine } from "../../actors/spaceMachine.ts"
+import { isMember, liveOf, spaceMachine } from "../../actors/spaceMachine.ts"
 import { Sql } from "../store/Sql.ts"
 import { Space } from "./protocol.ts"
-import { readDevice, readSeed } from "./spaceSeed.ts"
+import { readDevices, readSeed } from "./spaceSeed.ts"
 
 /**
  * The Space entity (entity id = space id), hosting its `spaceMachine`: the live counts of
@@ -15,10 +15,9 @@ import { readDevice, readSeed } from "./spaceSeed.ts"
  *   `device_actors`, the open alerts of the space's devices, the settings), and again on
  *   `Reseed`, which REST sends after it wrote the space's devices, settings or recipients.
  *   Nothing recounts it periodically.
- * - Then moved by `DeviceLiveness` (device entities write the liveness to the store before
- *   they send it, so a seed is never older than a message already applied) and `AlertChanged`
- *   (alert entities). Both are persisted and may come twice or late: the machine's state is a
- *   set, so they count once.
+ * - Then moved by `Changes`, one message per step of a device bucket (devices' liveness) or of
+ *   an alert bucket (alerts open or closed). They may come twice or late: the machine's state
+ *   is a set per device (a later `at` wins) and per alert, so they count once.
  * - A change about a device it does not hold (created after the seed, or moved here) is checked
  *   against the store: the device joins if it belongs here now, else the change is dropped (it
  *   was about the space the device left).
@@ -33,29 +32,32 @@ export const SpaceLive = Space.toLayer(
 
     const context = () => actor.getSnapshot().context
 
-    /** Whether the device is a member, letting it join first when the store says it belongs here. */
-    const member = (deviceId: string) =>
+    /** The devices that are members, letting those the store says belong here join first (one read for all). */
+    const members = (deviceIds: ReadonlyArray<string>) =>
       Effect.gen(function*() {
-        if (isMember(context(), deviceId)) return true
-        const device = yield* Effect.orDie(readDevice(sql, deviceId))
-        if (device === undefined || device.spaceId !== spaceId) return false
-        actor.send({ type: "device.joined", deviceId, liveness: device.liveness, at: device.at })
-        return true
-      })
-
-    const liveness = (deviceId: string, value: Liveness, at: number) =>
-      Effect.map(member(deviceId), (is) => {
-        if (is) actor.send({ type: "device.liveness", deviceId, liveness: value, at })
+        const unknown = [...new Set(deviceIds.filter((id) => !isMember(context(), id)))]
+        if (unknown.length > 0) {
+          const read = yield* Effect.orDie(readDevices(sql, unknown))
+          for (const [deviceId, device] of read) {
+            if (device.spaceId === spaceId) actor.send({ type: "device.joined", deviceId, liveness: device.liveness, at: device.at })
+          }
+        }
+        return (deviceId: string) => isMember(context(), deviceId)
       })
 
     return Space.of({
-      DeviceLiveness: ({ payload }) => liveness(payload.deviceId, payload.liveness, payload.at),
-      AlertChanged: ({ payload }) =>
-        payload.open
-          ? Effect.map(member(payload.deviceId), (is) => {
-            if (is) actor.send({ type: "alert.opened", alertId: payload.alertId, deviceId: payload.deviceId })
-          })
-          : Effect.sync(() => actor.send({ type: "alert.closed", alertId: payload.alertId })),
+      Changes: ({ payload }) =>
+        Effect.gen(function*() {
+          const opened = payload.alerts.filter((a) => a.open)
+          const member = yield* members([...payload.devices.map((d) => d.deviceId), ...opened.map((a) => a.deviceId)])
+          for (const d of payload.devices) {
+            if (member(d.deviceId)) actor.send({ type: "device.liveness", deviceId: d.deviceId, liveness: d.liveness, at: d.at })
+          }
+          for (const a of payload.alerts) {
+            if (!a.open) actor.send({ type: "alert.closed", alertId: a.alertId })
+            else if (member(a.deviceId)) actor.send({ type: "alert.opened", alertId: a.alertId, deviceId: a.deviceId })
+          }
+        }),
       Reseed: () =>
         Effect.map(Effect.orDie(readSeed(sql, spaceId)), (seed) => {
           actor.send({ type: "space.seeded", ...seed })

@@ -1,16 +1,17 @@
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { createActor } from "xstate"
 import { type AlertContext, type AlertEvent, alertMachine } from "../../actors/alertMachine.ts"
 import { newId } from "../domain/ids.ts"
 import { type AlertJson, alertJsonOf, toAlert } from "../store/alerts.ts"
 import { num, optNum, optStr, str } from "../store/rows.ts"
-import type { Row, SqlClient } from "../store/Sql.ts"
+import type { Row, SqlClient, SqlError } from "../store/Sql.ts"
+import { coalesce, perClient } from "./coalesce.ts"
 
 /**
- * The alerts of one (rule, device) as the Alert entity holds them: the open one's machine state
- * (`alertMachine`, rehydrated from its row), and the SQL that reads and writes the rows. The
- * `alerts` row is the machine's snapshot (state and context columns) and, one row per
- * occurrence, the slot's history.
+ * The alerts of each (rule, device) slot as the AlertBucket entity holds them: the open one's
+ * machine state (`alertMachine`, rehydrated from its row), and the SQL that reads and writes the
+ * rows, a statement per batch of slots. The `alerts` row is the machine's snapshot (state and
+ * context columns) and, one row per occurrence, the slot's history.
  */
 
 export interface AlertState {
@@ -24,19 +25,16 @@ export interface Latest extends AlertState {
   readonly organisationId: string
 }
 
-/** What the slot holds: its open alert, if any, and its newest alert (the same one when open). */
+/** What the slot holds: its open alert, if any, its newest alert (the same one when open), its device's space. */
 export interface Slot {
   readonly open: Latest | null
   readonly latest: Latest | null
+  readonly spaceId: string | null
 }
+
+export const slotKey = (ruleId: string, deviceId: string) => `${ruleId}/${deviceId}`
 
 export const isOpen = (alert: AlertState) => alert.context.resolvedAt === null
-
-/** `ruleId/deviceId` (`alertEntityId`) back into its parts (rule ids hold no slash). */
-export const slotOf = (entityId: string) => {
-  const cut = entityId.indexOf("/")
-  return cut < 0 ? { ruleId: entityId, deviceId: "" } : { ruleId: entityId.slice(0, cut), deviceId: entityId.slice(cut + 1) }
-}
 
 /** One lifecycle event through `alertMachine` from the state held: the machine decides. */
 export const step = (alert: AlertState, event: AlertEvent): AlertState => {
@@ -71,72 +69,130 @@ export const fromJson = (alert: AlertJson, organisationId: string): Latest => ({
   context: { firstSeenAt: alert.firstSeenAt, lastSeenAt: alert.lastSeenAt, acknowledgedAt: alert.acknowledgedAt, resolvedAt: alert.resolvedAt }
 })
 
-const SLOT = "alert_rule_id = $1 AND device_id IS NOT DISTINCT FROM NULLIF($2, '')"
+const slotRows = perClient((sql: SqlClient) =>
+  coalesce({
+    run: (slots: ReadonlyArray<{ readonly ruleId: string; readonly deviceId: string }>) =>
+      sql.query(
+        `SELECT s.rule_id, s.device_id, d.space_id, al.* FROM unnest($1::text[], $2::text[]) AS s(rule_id, device_id)
+         LEFT JOIN devices d ON d.id = s.device_id
+         LEFT JOIN LATERAL (SELECT * FROM alerts x WHERE x.alert_rule_id = s.rule_id AND x.device_id = s.device_id
+           ORDER BY (x.resolved_at IS NULL) DESC, x.last_seen_at DESC, x.created_at DESC LIMIT 1) al ON true`,
+        [slots.map((s) => s.ruleId), slots.map((s) => s.deviceId)]
+      ),
+    itemKey: (slot) => slotKey(slot.ruleId, slot.deviceId),
+    outputKey: (row) => slotKey(str(row, "rule_id"), str(row, "device_id"))
+  })
+)
 
-/** The slot as stored: its open alert first, else its newest. */
-export const loadSlot = (sql: SqlClient, ruleId: string, deviceId: string) =>
-  Effect.map(
-    sql.query(`SELECT * FROM alerts WHERE ${SLOT} ORDER BY (resolved_at IS NULL) DESC, last_seen_at DESC, created_at DESC LIMIT 1`, [
-      ruleId,
-      deviceId
-    ]),
-    ([row]): Slot => {
-      if (row === undefined) return { open: null, latest: null }
-      const latest = toLatest(row)
-      return { open: isOpen(latest) ? latest : null, latest }
+/**
+ * The slots as stored (`slotKey`): each one's open alert first, else its newest; a slot without
+ * alerts is empty. Coalesced across alert buckets, like the writes below (`coalesce.ts`).
+ */
+export const loadSlots = (sql: SqlClient, slots: ReadonlyArray<{ readonly ruleId: string; readonly deviceId: string }>) =>
+  Effect.map(slotRows(sql)(slots), (rows) => {
+    const out = new Map<string, Slot>()
+    for (const row of rows) {
+      const latest = row.id === null || row.id === undefined ? null : toLatest(row)
+      out.set(slotKey(str(row, "rule_id"), str(row, "device_id")), {
+        open: latest !== null && isOpen(latest) ? latest : null,
+        latest,
+        spaceId: optStr(row, "space_id")
+      })
     }
-  )
+    return out
+  })
 
 export interface Opening {
+  readonly id: string
   readonly organisationId: string
   readonly ruleId: string
   readonly deviceId: string
-  readonly at: number
   readonly note: string
   readonly event: { readonly id: string; readonly name: string; readonly data: unknown; readonly timestamp: number } | null
+  readonly next: AlertState
 }
 
-/** Opens an alert; undefined when the slot has an open one already (the partial unique index `alerts_one_open`). */
-export const insertAlert = (sql: SqlClient, o: Opening) =>
-  Effect.map(
+export const newAlertId = () => newId("alt")
+
+/**
+ * Opens alerts, one statement: those whose slot has an open one already (the partial unique
+ * index `alerts_one_open`) are not inserted, and are missing from the answer.
+ */
+const insertRows = perClient((sql: SqlClient) =>
+  coalesce({
+    run: (openings: ReadonlyArray<Opening>) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(
     sql.query(
       `WITH a AS (
          INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, event_id, event_name, event_data, event_timestamp, note,
-                             state, first_seen_at, last_seen_at, created_at, updated_at)
-         VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7::text::jsonb, $8, $9, 'unresolved', $10, $10, $11, $11)
+                             state, first_seen_at, last_seen_at, acknowledged_at, resolved_at, created_at, updated_at)
+         SELECT u.id, u.org, u.rule, u.device, u.event_id, u.event_name, u.event_data::jsonb, u.event_ts, u.note,
+                u.state, u.first_seen, u.last_seen, u.ack, u.resolved, $15, $15
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $9::text[],
+                     $10::text[], $11::int8[], $12::int8[], $13::int8[], $14::int8[])
+           AS u(id, org, rule, device, event_id, event_name, event_data, event_ts, note, state, first_seen, last_seen, ack, resolved)
          ON CONFLICT (alert_rule_id, device_id) WHERE resolved_at IS NULL DO NOTHING
          RETURNING *)
        ${alertJsonOf}`,
       [
-        newId("alt"),
-        o.organisationId,
-        o.ruleId,
-        o.deviceId,
-        o.event?.id ?? null,
-        o.event?.name ?? null,
-        o.event === null ? null : JSON.stringify(o.event.data ?? null),
-        o.event?.timestamp ?? null,
-        o.note,
-        o.at,
-        Date.now()
+        openings.map((o) => o.id),
+        openings.map((o) => o.organisationId),
+        openings.map((o) => o.ruleId),
+        openings.map((o) => o.deviceId),
+        openings.map((o) => o.event?.id ?? null),
+        openings.map((o) => o.event?.name ?? null),
+        openings.map((o) => (o.event === null ? null : JSON.stringify(o.event.data ?? null))),
+        openings.map((o) => o.event?.timestamp ?? null),
+        openings.map((o) => o.note),
+        openings.map((o) => o.next.state),
+        openings.map((o) => o.next.context.firstSeenAt),
+        openings.map((o) => o.next.context.lastSeenAt),
+        openings.map((o) => o.next.context.acknowledgedAt),
+        openings.map((o) => o.next.context.resolvedAt),
+        now
       ]
     ),
-    (rows) => (rows[0] === undefined ? undefined : toAlert(rows[0]))
-  )
+    (rows) => rows.map(toAlert)
+  )),
+    itemKey: (o) => o.id,
+    outputKey: (a) => a.id
+  })
+)
 
-/** Writes the machine's next state of an open alert; undefined when it is no longer open (or gone). */
-export const writeAlert = (sql: SqlClient, id: string, next: AlertState) =>
-  Effect.map(
+/** As above, coalesced with other buckets' openings; `created_at` is when the statement runs. */
+export const insertAlerts = (sql: SqlClient, openings: ReadonlyArray<Opening>): Effect.Effect<ReadonlyArray<AlertJson>, SqlError> =>
+  insertRows(sql)(openings)
+
+/** Writes the machines' next states of open alerts, one statement; one no longer open (or gone) is missing from the answer. */
+const updateRows = perClient((sql: SqlClient) =>
+  coalesce({
+    run: (writes: ReadonlyArray<{ readonly id: string; readonly next: AlertState }>) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(
     sql.query(
       `WITH a AS (
-         UPDATE alerts SET state = $2, last_seen_at = $3, acknowledged_at = $4, resolved_at = $5, updated_at = $6
-         WHERE id = $1 AND resolved_at IS NULL
-         RETURNING *)
+         UPDATE alerts x SET state = u.state, last_seen_at = u.last_seen, acknowledged_at = u.ack, resolved_at = u.resolved, updated_at = $6
+         FROM unnest($1::text[], $2::text[], $3::int8[], $4::int8[], $5::int8[]) AS u(id, state, last_seen, ack, resolved)
+         WHERE x.id = u.id AND x.resolved_at IS NULL
+         RETURNING x.*)
        ${alertJsonOf}`,
-      [id, next.state, next.context.lastSeenAt, next.context.acknowledgedAt, next.context.resolvedAt, Date.now()]
+      [
+        writes.map((w) => w.id),
+        writes.map((w) => w.next.state),
+        writes.map((w) => w.next.context.lastSeenAt),
+        writes.map((w) => w.next.context.acknowledgedAt),
+        writes.map((w) => w.next.context.resolvedAt),
+        now
+      ]
     ),
-    (rows) => (rows[0] === undefined ? undefined : toAlert(rows[0]))
-  )
+    (rows) => rows.map(toAlert)
+  )),
+    itemKey: (w) => w.id,
+    outputKey: (a) => a.id
+  })
+)
+
+export const writeAlerts = (
+  sql: SqlClient,
+  writes: ReadonlyArray<{ readonly id: string; readonly next: AlertState }>
+): Effect.Effect<ReadonlyArray<AlertJson>, SqlError> => updateRows(sql)(writes)
 
 /** An alert of this slot by id, with its device's space now; undefined when the id is not the slot's. */
 export const findInSlot = (sql: SqlClient, alertId: string, ruleId: string, deviceId: string) =>
@@ -148,11 +204,3 @@ export const findInSlot = (sql: SqlClient, alertId: string, ruleId: string, devi
     ),
     ([row]) => (row === undefined ? undefined : { resolved: optNum(row, "resolved_at") !== null, spaceId: optStr(row, "space_id") })
   )
-
-/** Whether the rule resolves its alerts when the condition clears (false when it is gone). */
-export const autoResolves = (sql: SqlClient, ruleId: string) =>
-  Effect.map(sql.query<{ auto_resolve: boolean }>("SELECT auto_resolve FROM alert_rules WHERE id = $1", [ruleId]), ([row]) => row?.auto_resolve === true)
-
-/** The space of a device now (null: none, or the device is gone). */
-export const spaceOfDevice = (sql: SqlClient, deviceId: string) =>
-  Effect.map(sql.query<{ space_id: string | null }>("SELECT space_id FROM devices WHERE id = $1", [deviceId]), ([row]) => row?.space_id ?? null)

@@ -10,10 +10,11 @@ import { applies, offlineAfterMs, type OrganisationRules, type Rule } from "./ru
  * outside (wake-ups to schedule, alerts to raise and clear, rows to store) is collected as
  * `Effects` for the entity to perform. Time is given (`now`, `at`), so tests drive it.
  *
- * - The machine's offline timer (XState's clock) is a deadline, and the host asks for one
- *   persisted wake-up at the earliest deadline it has not asked for yet. A later sign of life
- *   moves the deadline but asks for nothing: the pending wake-up arrives, finds nothing due
- *   and asks for the next one. One stored message per offline period, not per sign of life.
+ * - The machine's offline timer (XState's clock) is a deadline. The host reports the earliest
+ *   deadline set in a step (`drain().wake`) and the earliest one held (`nextDeadline`): the
+ *   bucket keeps a persisted wake-up before it, for all its devices at once. A later sign of
+ *   life moves the deadline but reports nothing: the pending wake-up arrives, finds nothing due
+ *   and the bucket asks for the next one.
  * - A plain sign of life (no rule looks at its event) of a device the machine would move no
  *   further than its `lastSeenAt` (online or unwatched) is only noted, without stepping the
  *   machine; the machine is told the newest one before anything else reaches it and before
@@ -28,8 +29,10 @@ export interface DeviceHost {
   activate(activation: Activation, now: number): HostedDevice
   /** A committed sign of life, with the event rules may evaluate. */
   seen(device: HostedDevice, at: number, event: SeenEventValue | undefined, now: number): void
-  /** The wake-up scheduled for `deadline` arrived (for `deviceId`): every deadline due fires. */
-  wake(deviceId: string, deadline: number, now: number): void
+  /** A wake-up of the bucket arrived: every deadline due at `now` fires. */
+  wake(now: number): void
+  /** The earliest deadline of the devices held; undefined: none. */
+  nextDeadline(): number | undefined
   /** Devices whose deadline is due at `now` (their rows may hold signs of life not told yet). */
   due(now: number): Array<HostedDevice>
   /**
@@ -49,7 +52,7 @@ export interface DeviceHost {
 
 export { type Activation, type Effects, HostedDevice, type Liveness, livenessOf } from "./hostedDevice.ts"
 
-const emptyEffects = (): Effects => ({ wakes: [], alerts: [], liveness: new Map() })
+const emptyEffects = (): Effects => ({ wake: null, alerts: [], liveness: new Map() })
 
 export const makeDeviceHost = (rulesOf: (organisationId: string) => OrganisationRules | undefined): DeviceHost => {
   const devices = new Map<string, HostedDevice>()
@@ -87,11 +90,9 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     if (timer !== undefined && Number.isNaN(timer.deadline)) {
       // The machine counts what is left from `timerFrom`.
       timer.deadline = (snapshot.context.timerFrom ?? at) + timer.ms
-      if (device.wakeAt === null || timer.deadline < device.wakeAt) {
-        device.wakeAt = timer.deadline
-        effects.wakes.push({ deviceId: device.id, deadline: timer.deadline })
-      }
+      if (effects.wake === null || timer.deadline < effects.wake) effects.wake = timer.deadline
     }
+    device.wakeAt = timer === undefined ? null : timer.deadline
     const liveness = livenessOf(snapshot.value)
     if (liveness !== device.reported) effects.liveness.set(device, { liveness, at })
     else effects.liveness.delete(device)
@@ -161,10 +162,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       const actor = restored ? createActor(deviceMachine, { input, clock, snapshot: a.snapshot as never }) : createActor(deviceMachine, { input, clock })
       actor.on("*", sink)
       actor.start()
-      // A wake-up stored as pending but already due may have been delivered: asking again for
-      // the same deadline stores nothing (keyed), for another one costs a wake-up that finds nothing due.
-      const wakeAt = a.wakeAt !== null && a.wakeAt > now ? a.wakeAt : null
-      const device = new HostedDevice(a.deviceId, actor, a.place, wakeAt, a.liveness, a.livenessAt, [...a.raised], now)
+      const device = new HostedDevice(a.deviceId, actor, a.place, a.wakeAt, a.liveness, a.livenessAt, [...a.raised], now)
       devices.set(a.deviceId, device)
       if (restored) configure(device, now)
       else device.rulesVersion = held?.version ?? -1
@@ -225,17 +223,13 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       }
       device.dirty = true
     },
-    wake: (deviceId, deadline, now) => {
-      const device = devices.get(deviceId)
-      if (device !== undefined && device.wakeAt !== null && device.wakeAt <= Math.max(now, deadline)) device.wakeAt = null
+    wake: (now) => {
       for (const d of devices.values()) if (d.timer !== undefined && d.timer.deadline <= now) expire(d, now)
-      // The one woken asks for its next deadline (its wake-up was cleared after it settled),
-      // counted from its newest sign of life.
-      if (device !== undefined && device.wakeAt === null) catchUp(device)
-      if (device !== undefined && device.wakeAt === null && device.timer !== undefined) {
-        device.wakeAt = device.timer.deadline
-        effects.wakes.push({ deviceId, deadline: device.timer.deadline })
-      }
+    },
+    nextDeadline: () => {
+      let least: number | undefined
+      for (const d of devices.values()) if (d.timer !== undefined && (least === undefined || d.timer.deadline < least)) least = d.timer.deadline
+      return least
     },
     due: (now) => {
       const out: Array<HostedDevice> = []
@@ -282,14 +276,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     drain: () => {
       const out = effects
       effects = emptyEffects()
-      // A wake-up asked for and then delivered or superseded in the same step is not sent.
-      const asked = new Set<string>()
-      const wakes = out.wakes.filter((w) => {
-        if (asked.has(w.deviceId) || devices.get(w.deviceId)?.wakeAt !== w.deadline) return false
-        asked.add(w.deviceId)
-        return true
-      })
-      return { ...out, wakes }
+      return out
     }
   }
 }

@@ -1,13 +1,16 @@
 import { Effect } from "effect"
 import type { SqlClient, SqlError } from "../store/Sql.ts"
+import { coalesce, perClient } from "./coalesce.ts"
 import type { Activation, HostedDevice, Liveness } from "./deviceHost.ts"
 import { livenessOf } from "./deviceHost.ts"
+import { bucketOf } from "./protocol.ts"
 import type { Place } from "./rules.ts"
 
 /**
  * What a device bucket reads and writes in the store: a device's `devices` row (where it is,
  * when it was last seen) with its `device_actors` row (machine snapshot, the liveness its space
- * counts, the wake-up it has scheduled), and the rules it has an open alert for.
+ * counts, its deadline and bucket), and the rules it has an open alert for. The statements the
+ * buckets run on every step are coalesced across buckets (`coalesce.ts`).
  */
 
 const num = (value: unknown): number | null => (value === null || value === undefined ? null : Number(value))
@@ -25,26 +28,32 @@ interface ActivationRow {
   readonly liveness_at: unknown
 }
 
+const activationRows = perClient((sql: SqlClient) =>
+  coalesce({
+    run: (ids: ReadonlyArray<string>) =>
+      sql.query<ActivationRow>(
+        `SELECT d.id, d.organisation_id, d.space_id, d.product_id, d.last_seen_at, a.snapshot, a.wake_at, a.liveness, a.liveness_at
+         FROM devices d LEFT JOIN device_actors a ON a.device_id = d.id WHERE d.id = ANY($1::text[])`,
+        [[...new Set(ids)]]
+      ),
+    itemKey: (id) => id,
+    outputKey: (row) => row.id
+  })
+)
+
 /** The devices among `ids` that exist, ready to be activated (without the rules they have an open alert for). */
 export const readActivations = (sql: SqlClient, ids: ReadonlyArray<string>): Effect.Effect<Array<Activation>, SqlError> =>
-  Effect.map(
-    sql.query<ActivationRow>(
-      `SELECT d.id, d.organisation_id, d.space_id, d.product_id, d.last_seen_at, a.snapshot, a.wake_at, a.liveness, a.liveness_at
-       FROM devices d LEFT JOIN device_actors a ON a.device_id = d.id WHERE d.id = ANY($1::text[])`,
-      [ids]
-    ),
-    (rows) =>
-      rows.map((r) => ({
-        deviceId: r.id,
-        place: { organisationId: r.organisation_id, spaceId: r.space_id, productId: r.product_id },
-        lastSeenAt: num(r.last_seen_at),
-        snapshot: r.snapshot === null ? null : json(r.snapshot),
-        wakeAt: num(r.wake_at),
-        liveness: livenessOf(r.liveness),
-        livenessAt: num(r.liveness_at) ?? 0,
-        raised: []
-      }))
-  )
+  Effect.map(activationRows(sql)(ids), (rows) =>
+    rows.map((r) => ({
+      deviceId: r.id,
+      place: { organisationId: r.organisation_id, spaceId: r.space_id, productId: r.product_id },
+      lastSeenAt: num(r.last_seen_at),
+      snapshot: r.snapshot === null ? null : json(r.snapshot),
+      wakeAt: num(r.wake_at),
+      liveness: livenessOf(r.liveness),
+      livenessAt: num(r.liveness_at) ?? 0,
+      raised: []
+    })))
 
 /** The rules each of these devices has an open alert for. */
 export const readOpenAlerts = (sql: SqlClient, ids: ReadonlyArray<string>) =>
@@ -60,18 +69,38 @@ export const readOpenAlerts = (sql: SqlClient, ids: ReadonlyArray<string>) =>
     }
   )
 
+interface PlaceRow {
+  readonly id: string
+  readonly organisation_id: string
+  readonly space_id: string | null
+  readonly product_id: string | null
+  readonly last_seen_at: unknown
+}
+
+const placeRows = perClient((sql: SqlClient) =>
+  coalesce({
+    run: (ids: ReadonlyArray<string>) =>
+      sql.query<PlaceRow>("SELECT id, organisation_id, space_id, product_id, last_seen_at FROM devices WHERE id = ANY($1::text[])", [[
+        ...new Set(ids)
+      ]]),
+    itemKey: (id) => id,
+    outputKey: (row) => row.id
+  })
+)
+
 /** Where the devices are now and their newest sign of life; a deleted device is left out. */
 export const readPlaces = (sql: SqlClient, ids: ReadonlyArray<string>) =>
+  Effect.map(placeRows(sql)(ids), (rows) =>
+    new Map(rows.map((r) => [r.id, {
+      place: { organisationId: r.organisation_id, spaceId: r.space_id, productId: r.product_id } satisfies Place,
+      lastSeenAt: num(r.last_seen_at)
+    }])))
+
+/** The devices of a bucket whose rows hold a deadline (hosted by the bucket's last owner). */
+export const readTimed = (sql: SqlClient, bucket: string) =>
   Effect.map(
-    sql.query<{ id: string; organisation_id: string; space_id: string | null; product_id: string | null; last_seen_at: unknown }>(
-      "SELECT id, organisation_id, space_id, product_id, last_seen_at FROM devices WHERE id = ANY($1::text[])",
-      [ids]
-    ),
-    (rows) =>
-      new Map(rows.map((r) => [r.id, {
-        place: { organisationId: r.organisation_id, spaceId: r.space_id, productId: r.product_id } satisfies Place,
-        lastSeenAt: num(r.last_seen_at)
-      }]))
+    sql.query<{ device_id: string }>("SELECT device_id FROM device_actors WHERE bucket = $1 AND wake_at IS NOT NULL", [bucket]),
+    (rows) => rows.map((r) => r.device_id)
   )
 
 export interface DeviceRow {
@@ -80,24 +109,55 @@ export interface DeviceRow {
   readonly livenessAt: number
 }
 
+interface StoredRow {
+  readonly id: string
+  readonly snapshot: string
+  readonly liveness: Liveness
+  readonly livenessAt: number
+  readonly wakeAt: number | null
+  readonly now: number
+}
+
+const storeRows = perClient((sql: SqlClient) =>
+  coalesce({
+    run: (items: ReadonlyArray<StoredRow>) => {
+      // One row per device (the last one given): a statement may not update a row twice.
+      const rows = [...new Map(items.map((r) => [r.id, r])).values()]
+      return sql.query(
+        `INSERT INTO device_actors (device_id, snapshot, liveness, liveness_at, wake_at, updated_at, bucket)
+         SELECT u.id, u.snapshot::jsonb, u.liveness, u.liveness_at, u.wake_at, u.now, u.bucket
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[], $6::int8[], $7::text[])
+           AS u(id, snapshot, liveness, liveness_at, wake_at, now, bucket)
+         WHERE EXISTS (SELECT 1 FROM devices d WHERE d.id = u.id)
+         ON CONFLICT (device_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, liveness = EXCLUDED.liveness,
+           liveness_at = EXCLUDED.liveness_at, wake_at = EXCLUDED.wake_at, updated_at = EXCLUDED.updated_at, bucket = EXCLUDED.bucket`,
+        [
+          rows.map((r) => r.id),
+          rows.map((r) => r.snapshot),
+          rows.map((r) => r.liveness),
+          rows.map((r) => r.livenessAt),
+          rows.map((r) => r.wakeAt),
+          rows.map((r) => r.now),
+          rows.map((r) => bucketOf(r.id))
+        ]
+      ).pipe(Effect.as([] as ReadonlyArray<never>))
+    },
+    itemKey: (row) => row.id,
+    outputKey: (none: never) => none
+  })
+)
+
 /**
  * Stores devices' machine snapshots with their liveness and scheduled wake-up. A deleted
  * device is skipped (its row went with it).
  */
 export const writeDeviceRows = (sql: SqlClient, rows: ReadonlyArray<DeviceRow>, now: number) =>
-  rows.length === 0 ? Effect.void : sql.query(
-    `INSERT INTO device_actors (device_id, snapshot, liveness, liveness_at, wake_at, updated_at)
-     SELECT u.id, u.snapshot::jsonb, u.liveness, u.liveness_at, u.wake_at, $6
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[]) AS u(id, snapshot, liveness, liveness_at, wake_at)
-     WHERE EXISTS (SELECT 1 FROM devices d WHERE d.id = u.id)
-     ON CONFLICT (device_id) DO UPDATE SET snapshot = EXCLUDED.snapshot, liveness = EXCLUDED.liveness,
-       liveness_at = EXCLUDED.liveness_at, wake_at = EXCLUDED.wake_at, updated_at = EXCLUDED.updated_at`,
-    [
-      rows.map((r) => r.device.id),
-      rows.map((r) => JSON.stringify(r.device.actor.getPersistedSnapshot())),
-      rows.map((r) => r.liveness),
-      rows.map((r) => r.livenessAt),
-      rows.map((r) => r.device.wakeAt),
-      now
-    ]
-  ).pipe(Effect.asVoid)
+  storeRows(sql)(rows.map((r) => ({
+    id: r.device.id,
+    // Taken now: the machine may move on before the statement runs.
+    snapshot: JSON.stringify(r.device.actor.getPersistedSnapshot()),
+    liveness: r.liveness,
+    livenessAt: r.livenessAt,
+    wakeAt: r.device.wakeAt,
+    now
+  }))).pipe(Effect.asVoid)

@@ -24,8 +24,8 @@ export interface Activation {
 }
 
 export interface Effects {
-  /** Persisted wake-ups to schedule (`CheckOffline`). */
-  readonly wakes: Array<{ readonly deviceId: string; readonly deadline: number }>
+  /** The earliest deadline set since the last drain (the bucket keeps a wake-up before it); null: none. */
+  wake: number | null
   readonly alerts: Array<AlertIntent>
   /** Devices whose liveness left what their row says: stored, then told to their space. */
   readonly liveness: Map<HostedDevice, { readonly liveness: Liveness; readonly at: number }>
@@ -49,7 +49,10 @@ export class HostedDevice {
     readonly id: string,
     readonly actor: DeviceActor,
     public place: Place,
-    /** Epoch ms of the persisted wake-up scheduled and not yet delivered; null: none. */
+    /**
+     * Its deadline (`device_actors.wake_at`: what a bucket's wake-up looks for after a handover;
+     * a sign of life noted since only moves it later); null: no timer.
+     */
     public wakeAt: number | null,
     /** Liveness as stored in its row (what its space counts), and as of when. */
     public reported: Liveness,

@@ -1,5 +1,5 @@
 import { Layer } from "effect"
-import { AlertEntityLive } from "./Alert.ts"
+import { AlertEntityLive } from "./AlertBucket.ts"
 import { DeviceBucketLive } from "./DeviceBucket.ts"
 import { DeviceOwners } from "./DeviceOwners.ts"
 import { ResidentBuckets } from "./residents.ts"

@@ -8,13 +8,15 @@ import { Rpc } from "effect/rpc"
  * (`DeviceBucket.ts`, `Alert.ts`, `Space.ts`); this one is the contract between them.
  *
  * Persisted or volatile:
- * - volatile (lost if the owner dies before handling it): what the store re-derives — a sign of
- *   life (`devices.last_seen_at` is written in the same commit as the event, location or
- *   session sign: a device rehydrated from its snapshot catches up from the row) — and reads;
  * - persisted (stored by the cluster, delivered at least once to whichever process owns the
- *   entity then, deduplicated by primary key): the offline timer, alert transitions and the
- *   changes a space counts. A handler that is run again (its owner died before marking it
- *   processed) finds its effect already applied: keys and idempotent state make it harmless.
+ *   entity then, deduplicated by primary key): the offline wake-ups of a bucket (at most a few
+ *   pending per bucket, not one per device), REST's acknowledge and resolve, space reseeds;
+ * - volatile: what the store re-derives — a sign of life (`devices.last_seen_at` is written in
+ *   the same commit as the event, location or session sign: a device rehydrated from its
+ *   snapshot catches up from the row) — reads, and the effects of a device bucket's step on its
+ *   alerts (`Apply`) and spaces (`Changes`): batched per step, awaited by the step, which is run
+ *   again when they do not all complete (a persisted wake-up is delivered again until its
+ *   handler finished). Applying them twice is harmless: per-slot `at`, per-device `at`, sets.
  */
 
 // ---------------------------------------------------------------------------------------------
@@ -50,23 +52,34 @@ export type Sign = typeof Sign.Type
 /** Signs of life of devices of one bucket, after their commit. Volatile (see above). */
 export const Seen = Rpc.make("Seen", { payload: { signs: Schema.Array(Sign) } })
 
+/** Wake-ups of a bucket are rounded up to this: devices falling silent within one quantum share one message. */
+export const WAKE_QUANTUM_MS = 100
+
 /**
- * A device's offline deadline: delivered by the cluster at `deadline`, to whichever runner owns
- * the bucket then (a restart or handover included). Keyed by device and deadline, so scheduling
- * the same deadline again (after a handover) stores one message.
+ * A bucket's offline wake-up: delivered by the cluster at `at`, to whichever runner owns the
+ * bucket then (a restart or handover included); every deadline due in the bucket fires with it.
+ * Keyed by bucket and time, so asking twice for the same quantum stores one message.
  */
-export class OfflineCheck extends Schema.Class<OfflineCheck>("voltaic/DeviceBucket/OfflineCheck")({
-  deviceId: Schema.String,
-  deadline: Schema.Number
+export class Wake extends Schema.Class<Wake>("voltaic/DeviceBucket/Wake")({
+  bucket: Schema.String,
+  at: Schema.Number
 }) {
   [PrimaryKey.symbol]() {
-    return `${this.deviceId}@${this.deadline}`
+    return `${this.bucket}@${this.at}`
   }
   [DeliverAt.symbol]() {
-    return DateTime.makeUnsafe(this.deadline)
+    return DateTime.makeUnsafe(this.at)
   }
 }
-export const CheckOffline = Rpc.make("CheckOffline", { payload: OfflineCheck }).annotate(ClusterSchema.Persisted, true)
+export const WakeUp = Rpc.make("Wake", { payload: Wake }).annotate(ClusterSchema.Persisted, true)
+
+/**
+ * The bucket's own timer at its earliest deadline, sent by the bucket to itself (volatile): the
+ * owner that set a deadline fires it on time without waiting for the stored wake-up to be read
+ * back; the stored one, delivered after it, finds nothing due. Lost with its owner, which is what
+ * the stored wake-up is for.
+ */
+export const Tick = Rpc.make("Tick", { payload: { at: Schema.Number } })
 
 /** What REST answers for a device from its owner. */
 export const DeviceLive = Schema.Struct({
@@ -87,36 +100,28 @@ export const GetDevices = Rpc.make("GetDevices", {
 /** The rules of an organisation changed: reconfigure its hosted devices. Volatile: a bucket reads rules when it activates. */
 export const RulesChanged = Rpc.make("RulesChanged", { payload: { organisationId: Schema.String } })
 
-export const DeviceBucket = Entity.make("DeviceBucket", [Seen, CheckOffline, GetDevices, RulesChanged])
+export const DeviceBucket = Entity.make("DeviceBucket", [Seen, WakeUp, Tick, GetDevices, RulesChanged])
 
 // ---------------------------------------------------------------------------------------------
-// Alerts: one entity per (rule, device) — the slot of that pair's open alert, hosting its
-// `alertMachine`. Every transition of one pair's alerts is applied by one owner, in order.
+// Alerts: one entity per device bucket (entity id = the bucket's, `bucketOf(deviceId)`: the same
+// shard as the device bucket), hosting the `alertMachine` of each (rule, device) slot of its
+// devices. Every transition of a slot's alerts is applied by one owner, in order.
 
-export const alertEntityId = (ruleId: string, deviceId: string) => `${ruleId}/${deviceId}`
+export const alertBucketOf = (deviceId: string | null) => bucketOf(deviceId ?? "")
 
-/** The condition of a rule holds: open an alert, or repeat the open one. `key` deduplicates a re-sent raise. */
-export class Raise extends Schema.Class<Raise>("voltaic/Alert/Raise")({
-  key: Schema.String,
+/** The condition of a rule holds (`raise`: open an alert, or repeat the open one), or cleared (`clear`: auto-resolve). */
+export const AlertIntent = Schema.Struct({
+  kind: Schema.Literals(["raise", "clear"]),
+  ruleId: Schema.String,
+  deviceId: Schema.String,
   organisationId: Schema.String,
   at: Schema.Number,
   note: Schema.String,
-  event: Schema.NullOr(SeenEvent)
-}) {
-  [PrimaryKey.symbol]() {
-    return this.key
-  }
-}
-
-/** The condition cleared (device back, value in range): resolves the open alert if its rule auto-resolves. */
-export class Clear extends Schema.Class<Clear>("voltaic/Alert/Clear")({
-  key: Schema.String,
-  at: Schema.Number
-}) {
-  [PrimaryKey.symbol]() {
-    return this.key
-  }
-}
+  event: Schema.NullOr(SeenEvent),
+  /** Of a clear: whether the rule resolves its alerts when the condition clears (as the sender holds the rule). */
+  autoResolve: Schema.Boolean
+})
+export type AlertIntent = typeof AlertIntent.Type
 
 export const AlertOutcome = Schema.Struct({
   /** The alert exists and belongs to this slot. */
@@ -125,20 +130,20 @@ export const AlertOutcome = Schema.Struct({
   resolved: Schema.Boolean
 })
 
-export const RaiseAlert = Rpc.make("Raise", { payload: Raise }).annotate(ClusterSchema.Persisted, true)
-export const ClearAlert = Rpc.make("Clear", { payload: Clear }).annotate(ClusterSchema.Persisted, true)
+/**
+ * The raises and clears of one device-bucket step, in order. Volatile, and awaited by the step
+ * that sends it: a step whose effects are not all done is run again (a persisted wake-up is
+ * delivered again; a sign of life is in `devices.last_seen_at`), and a slot applies a raise no
+ * later than what it has seen, or a clear of an alert not open, as nothing.
+ */
+export const Apply = Rpc.make("Apply", { payload: { intents: Schema.Array(AlertIntent) } })
+const ByIdPayload = { alertId: Schema.String, ruleId: Schema.String, deviceId: Schema.String, at: Schema.Number }
 /** `PUT /alerts/{id}/resolve` with only `acknowledgedAt`. Persisted, answered after it is applied. */
-export const Acknowledge = Rpc.make("Acknowledge", {
-  payload: { alertId: Schema.String, at: Schema.Number },
-  success: AlertOutcome
-}).annotate(ClusterSchema.Persisted, true)
+export const Acknowledge = Rpc.make("Acknowledge", { payload: ByIdPayload, success: AlertOutcome }).annotate(ClusterSchema.Persisted, true)
 /** `PUT /alerts/{id}/resolve`. Persisted, answered after it is applied. */
-export const Resolve = Rpc.make("Resolve", {
-  payload: { alertId: Schema.String, at: Schema.Number },
-  success: AlertOutcome
-}).annotate(ClusterSchema.Persisted, true)
+export const Resolve = Rpc.make("Resolve", { payload: ByIdPayload, success: AlertOutcome }).annotate(ClusterSchema.Persisted, true)
 
-export const Alert = Entity.make("Alert", [RaiseAlert, ClearAlert, Acknowledge, Resolve])
+export const AlertBucket = Entity.make("AlertBucket", [Apply, Acknowledge, Resolve])
 
 // ---------------------------------------------------------------------------------------------
 // Spaces: one entity per space (entity id = space id), hosting its `spaceMachine`: the live
@@ -148,26 +153,12 @@ export const Alert = Entity.make("Alert", [RaiseAlert, ClearAlert, Acknowledge, 
 export const Liveness = Schema.Literals(["online", "offline", "other"])
 
 /** A device of the space is now online, offline or neither, as of `at` (a later `at` wins). */
-export class DeviceLiveness extends Schema.Class<DeviceLiveness>("voltaic/Space/DeviceLiveness")({
-  deviceId: Schema.String,
-  liveness: Liveness,
-  at: Schema.Number
-}) {
-  [PrimaryKey.symbol]() {
-    return `${this.deviceId}@${this.at}@${this.liveness}`
-  }
-}
+export const DeviceLiveness = Schema.Struct({ deviceId: Schema.String, liveness: Liveness, at: Schema.Number })
+export type DeviceLiveness = typeof DeviceLiveness.Type
 
-/** An alert of a device of the space opened or closed (resolved or deleted). */
-export class AlertChanged extends Schema.Class<AlertChanged>("voltaic/Space/AlertChanged")({
-  alertId: Schema.String,
-  deviceId: Schema.String,
-  open: Schema.Boolean
-}) {
-  [PrimaryKey.symbol]() {
-    return `${this.alertId}:${this.open ? "open" : "closed"}`
-  }
-}
+/** An alert of a device of the space is open, or closed (resolved or deleted). */
+export const AlertChanged = Schema.Struct({ alertId: Schema.String, deviceId: Schema.String, open: Schema.Boolean })
+export type AlertChanged = typeof AlertChanged.Type
 
 export const SpaceLive = Schema.Struct({
   devicesOnline: Schema.Number,
@@ -178,8 +169,14 @@ export const SpaceLive = Schema.Struct({
 })
 export type SpaceLive = typeof SpaceLive.Type
 
-export const LivenessChanged = Rpc.make("DeviceLiveness", { payload: DeviceLiveness }).annotate(ClusterSchema.Persisted, true)
-export const AlertOpenedOrClosed = Rpc.make("AlertChanged", { payload: AlertChanged }).annotate(ClusterSchema.Persisted, true)
+/**
+ * What one step of a device or alert bucket changed in the space: devices' liveness and alerts
+ * opened or closed. Volatile, awaited by the step (run again if it does not complete); applied
+ * twice it counts once.
+ */
+export const Changes = Rpc.make("Changes", {
+  payload: { devices: Schema.Array(DeviceLiveness), alerts: Schema.Array(AlertChanged) }
+})
 /**
  * The space's devices, settings or alert recipients were written (a device moved, was deleted or
  * created; the timezone or recipients changed): re-read them from the store. Persisted.
@@ -188,4 +185,4 @@ export const Reseed = Rpc.make("Reseed", { payload: { at: Schema.Number } }).ann
 /** The counts, timezone and recipients. Volatile. */
 export const GetSpace = Rpc.make("GetSpace", { success: SpaceLive })
 
-export const Space = Entity.make("Space", [LivenessChanged, AlertOpenedOrClosed, Reseed, GetSpace])
+export const Space = Entity.make("Space", [Changes, Reseed, GetSpace])

@@ -44,13 +44,13 @@ export const readSeed = (sql: SqlClient, spaceId: string) =>
     } satisfies SpaceSeed
   })
 
-/** A device as the store has it: its space now and its stored liveness; undefined when it is gone. */
-export const readDevice = (sql: SqlClient, deviceId: string) =>
+/** Devices as the store has them: their space now and their stored liveness; a device gone is left out. */
+export const readDevices = (sql: SqlClient, deviceIds: ReadonlyArray<string>) =>
   Effect.map(
-    sql.query<{ space_id: string | null; liveness: string | null; liveness_at: unknown }>(
-      `SELECT d.space_id, da.liveness, da.liveness_at FROM devices d LEFT JOIN device_actors da ON da.device_id = d.id
-       WHERE d.id = $1`,
-      [deviceId]
+    sql.query<{ id: string; space_id: string | null; liveness: string | null; liveness_at: unknown }>(
+      `SELECT d.id, d.space_id, da.liveness, da.liveness_at FROM devices d LEFT JOIN device_actors da ON da.device_id = d.id
+       WHERE d.id = ANY($1::text[])`,
+      [deviceIds]
     ),
-    ([row]) => row === undefined ? undefined : { spaceId: row.space_id, liveness: livenessOf(row.liveness), at: Number(row.liveness_at ?? 0) }
+    (rows) => new Map(rows.map((row) => [row.id, { spaceId: row.space_id, liveness: livenessOf(row.liveness), at: Number(row.liveness_at ?? 0) }]))
   )

@@ -1,7 +1,7 @@
 import { Effect, Exit, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Bus, type Delivery } from "../../src/bus/Bus.ts"
-import { Alert, alertEntityId, Clear, Raise, Space } from "../../src/entities/protocol.ts"
+import { AlertBucket, alertBucketOf, type AlertIntent, Space } from "../../src/entities/protocol.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { webhookReceiver } from "../notify/support.ts"
 import { startCore, type TestCore } from "../support/core.ts"
@@ -19,8 +19,8 @@ interface Row {
   notifications: Array<{ channel: string; status: string }>
 }
 
-/** The Alert entity through the real cluster (a single runner on PGlite, an HTTP runner on Postgres). */
-describe.each(STORE_KINDS)("the Alert entity on %s", (kind) => {
+/** The AlertBucket entity through the real cluster (a single runner on PGlite, an HTTP runner on Postgres). */
+describe.each(STORE_KINDS)("the AlertBucket entity on %s", (kind) => {
   let t: TestCore
   let webhook: Awaited<ReturnType<typeof webhookReceiver>>
   const scope = Effect.runSync(Scope.make())
@@ -42,17 +42,36 @@ describe.each(STORE_KINDS)("the Alert entity on %s", (kind) => {
     query<Row>("SELECT * FROM alerts WHERE alert_rule_id = $1 AND device_id = $2 ORDER BY created_at", [ruleId, deviceId])
   const published = (deviceId: string) =>
     deliveries.filter((d) => d.deviceId === deviceId).map((d) => JSON.parse(d.payload) as { id: string; state: string; lastSeenAt: number })
-  const entity = (ruleId: string, deviceId: string) => Effect.map(Alert.client, (client) => client(alertEntityId(ruleId, deviceId)))
+  const entity = (deviceId: string) => Effect.map(AlertBucket.client, (client) => client(alertBucketOf(deviceId)))
   let organisationId = ""
-  const raise = (ruleId: string, deviceId: string, key: string, at: number) =>
-    t.run(Effect.flatMap(entity(ruleId, deviceId), (alert) =>
-      alert.Raise(new Raise({ key, organisationId, at, note: "too hot", event: { id: `evt_${at}`, name: "t", data: { v: at }, timestamp: at } }))))
-  const clear = (ruleId: string, deviceId: string, key: string, at: number) =>
-    t.run(Effect.flatMap(entity(ruleId, deviceId), (alert) => alert.Clear(new Clear({ key, at }))))
+  const raising = (ruleId: string, deviceId: string, at: number): AlertIntent => ({
+    kind: "raise",
+    ruleId,
+    deviceId,
+    organisationId,
+    at,
+    note: "too hot",
+    event: { id: `evt_${at}`, name: "t", data: { v: at }, timestamp: at },
+    autoResolve: false
+  })
+  const clearing = (ruleId: string, deviceId: string, at: number, autoResolve = true): AlertIntent => ({
+    kind: "clear",
+    ruleId,
+    deviceId,
+    organisationId,
+    at,
+    note: "",
+    event: null,
+    autoResolve
+  })
+  const apply = (deviceId: string, intents: ReadonlyArray<AlertIntent>) =>
+    t.run(Effect.flatMap(entity(deviceId), (alert) => alert.Apply({ intents })))
+  const raise = (ruleId: string, deviceId: string, _why: string, at: number) => apply(deviceId, [raising(ruleId, deviceId, at)])
+  const clear = (ruleId: string, deviceId: string, _why: string, at: number) => apply(deviceId, [clearing(ruleId, deviceId, at)])
   const resolve = (ruleId: string, deviceId: string, alertId: string, at: number) =>
-    t.run(Effect.flatMap(entity(ruleId, deviceId), (alert) => alert.Resolve({ alertId, at })))
+    t.run(Effect.flatMap(entity(deviceId), (alert) => alert.Resolve({ alertId, ruleId, deviceId, at })))
   const acknowledge = (ruleId: string, deviceId: string, alertId: string, at: number) =>
-    t.run(Effect.flatMap(entity(ruleId, deviceId), (alert) => alert.Acknowledge({ alertId, at })))
+    t.run(Effect.flatMap(entity(deviceId), (alert) => alert.Acknowledge({ alertId, ruleId, deviceId, at })))
   const openCount = (spaceId: string) => t.run(Effect.flatMap(Space.client, (client) => client(spaceId).GetSpace())).then((s) => s.openAlerts)
   const openCountBecomes = (spaceId: string, n: number) =>
     eventually(async () => ((await openCount(spaceId)) === n ? n : undefined), 3_000, `${n} open alerts in the space`)
@@ -88,8 +107,7 @@ describe.each(STORE_KINDS)("the Alert entity on %s", (kind) => {
     const [repeated] = await rowsOf(ruleId, deviceId)
     expect(repeated).toMatchObject({ id: opened.id, last_seen_at: 2_000 })
 
-    // The same message again (the cluster keeps one per key), the same raise under another
-    // key (a handler run again after a crash), and an older raise: nothing changes.
+    // The same raise again (a step run again after a crash), and an older raise: nothing changes.
     await raise(ruleId, deviceId, "k2", 2_000)
     await raise(ruleId, deviceId, "k2-again", 2_000)
     await raise(ruleId, deviceId, "k0", 1_500)
@@ -117,7 +135,7 @@ describe.each(STORE_KINDS)("the Alert entity on %s", (kind) => {
 
     const manual = await slot(false)
     await raise(manual.ruleId, manual.deviceId, "r", 1_000)
-    await clear(manual.ruleId, manual.deviceId, "c", 2_000)
+    await apply(manual.deviceId, [clearing(manual.ruleId, manual.deviceId, 2_000, false)])
     expect((await rowsOf(manual.ruleId, manual.deviceId))[0]).toMatchObject({ state: "unresolved", resolved_at: null })
   })
 
@@ -152,7 +170,7 @@ describe.each(STORE_KINDS)("the Alert entity on %s", (kind) => {
     expect((await rowsOf(ruleId, deviceId)).map((r) => [r.id, r.last_seen_at])).toEqual([[`alt_behind_${kind}`, 1_000]])
   })
 
-  it("tells the space again when it activates: a crash between its row and the space's message is repaired", async () => {
+  it("tells the space again when a batch is applied again: a crash between its row and the space's message is repaired", async () => {
     const { spaceId, deviceId, ruleId } = await slot(false)
     // The row an owner wrote before it died, without telling the space.
     await query(
@@ -167,6 +185,29 @@ describe.each(STORE_KINDS)("the Alert entity on %s", (kind) => {
     expect(published(deviceId)).toEqual([])
     // ...and the space counts the alert.
     await openCountBecomes(spaceId, 1)
+  })
+
+  it("applies a batch of several slots in one message: opened, repeated and cleared in order", async () => {
+    const a = await slot(true)
+    const b = await slot(true)
+    await raise(b.ruleId, b.deviceId, "b", 500)
+    const c = { ...b, ruleId: (await t.call("POST", "/alertRules", {
+      name: "r2",
+      type: "threshold",
+      severity: "low",
+      autoResolve: true,
+      config: { eventName: "never-sent", max: 1 }
+    })).body.id as string }
+    // One message per device (its bucket): a's slot opens, repeats and clears; b's repeats; c's opens.
+    await apply(a.deviceId, [raising(a.ruleId, a.deviceId, 1_000), raising(a.ruleId, a.deviceId, 2_000), clearing(a.ruleId, a.deviceId, 3_000)])
+    await apply(b.deviceId, [raising(b.ruleId, b.deviceId, 1_000), raising(c.ruleId, b.deviceId, 1_000), raising(b.ruleId, b.deviceId, 900)])
+    expect(await rowsOf(a.ruleId, a.deviceId)).toMatchObject([{ state: "resolved", first_seen_at: 1_000, last_seen_at: 2_000, resolved_at: 3_000 }])
+    expect(await rowsOf(b.ruleId, b.deviceId)).toMatchObject([{ state: "unresolved", first_seen_at: 500, last_seen_at: 1_000 }])
+    expect(await rowsOf(c.ruleId, b.deviceId)).toMatchObject([{ state: "unresolved", first_seen_at: 1_000 }])
+    await openCountBecomes(a.spaceId, 0)
+    await openCountBecomes(b.spaceId, 2)
+    // Published once per alert written, with its final state.
+    expect(published(a.deviceId).map((x) => x.state)).toEqual(["resolved"])
   })
 
   it("gives one result for resolves racing each other and an auto-resolve, and the space counts it once", async () => {

@@ -89,6 +89,33 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       expect(yield* stored(ids[11])).toMatchObject({ liveness: "online", liveness_at: T0 + 200_000 })
     })), 90_000)
 
+  it("devices of a bucket falling silent together cost one stored wake-up, and no stored message per alert or space change", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      const space = yield* newSpace(org)
+      const rule = yield* newRule(org, "offline", { afterSeconds: AFTER_S })
+      // Eight devices of one bucket (ids chosen by their hash).
+      const ids: Array<string> = []
+      for (let i = 0; ids.length < 8; i++) if (bucketOf(`dev_same_${kind}_${i}`) === "b7") ids.push(`dev_same_${kind}_${i}`)
+      yield* query(
+        `INSERT INTO devices (id, organisation_id, space_id, secret_hash, name, created_at, updated_at)
+         SELECT u.id, $2, $3, u.id, u.id, $4, $4 FROM unnest($1::text[]) AS u(id)`,
+        [ids, org, space, T0]
+      )
+      // Deadlines 60 ms apart within one quantum (WAKE_QUANTUM_MS, ending at T0 + 30 s): one wake-up for all.
+      yield* seen(org, ids.slice(0, 4), T0 - 60)
+      yield* seen(org, ids.slice(4), T0)
+      yield* advance("35 seconds")
+      yield* alertsReach(rule, ids.length)
+      const stored = yield* query<{ entity_type: string; tag: string; n: number }>(
+        `SELECT entity_type, tag, count(*)::int AS n FROM cluster_messages
+         WHERE entity_type IN ('DeviceBucket', 'AlertBucket') OR tag = 'Changes' GROUP BY entity_type, tag`
+      )
+      expect(stored).toEqual([{ entity_type: "DeviceBucket", tag: "Wake", n: 1 }])
+      const counts = (yield* Space.client)(space).GetSpace()
+      yield* eventually(Effect.flatMap(counts, (c) => (c.devicesOffline === 8 && c.openAlerts === 8 ? Effect.void : Effect.fail(c))))
+    })), 90_000)
+
   it("a sign of life that reached the row but not the owner moves the deadline all the same", () =>
     onTestClock(kind, Effect.gen(function*() {
       const org = yield* organisationId

@@ -55,30 +55,30 @@ const stored = (host: DeviceHost, device: HostedDevice) => {
 
 const offlineRule = rule("rul_off", "offline", { afterSeconds: AFTER / 1000 }, { autoResolve: true })
 
-describe("device host: the machine's offline timer as persisted wake-ups", () => {
-  it("asks for one wake-up per offline period, not one per sign of life", () => {
+describe("device host: the machine's offline timer as deadlines the bucket wakes up for", () => {
+  it("reports a deadline once per offline period, not once per sign of life", () => {
     const { host } = hostWith([offlineRule])
     const device = host.activate(fresh("d1"), T0)
-    expect(host.drain().wakes).toEqual([])
+    expect(host.drain().wake).toBeNull()
     host.seen(device, T0, undefined, T0)
     const first = host.drain()
-    expect(first.wakes).toEqual([{ deviceId: "d1", deadline: T0 + AFTER }])
+    expect(first.wake).toBe(T0 + AFTER)
     expect(first.liveness.get(device)).toEqual({ liveness: "online", at: T0 })
     device.reported = "online"
     host.seen(device, T0 + 10_000, undefined, T0 + 10_000)
     host.seen(device, T0 + 20_000, undefined, T0 + 20_000)
-    expect(host.drain()).toMatchObject({ wakes: [], alerts: [] })
+    expect(host.drain()).toMatchObject({ wake: null, alerts: [] })
     expect(host.live(device)).toMatchObject({ state: "online", isOnline: true, lastSeenAt: T0 + 20_000 })
 
     // The first wake-up finds the deadline moved and asks for it.
-    host.wake("d1", T0 + AFTER, T0 + AFTER)
+    host.wake(T0 + AFTER)
     const early = host.drain()
-    expect(early).toMatchObject({ wakes: [{ deviceId: "d1", deadline: T0 + 20_000 + AFTER }], alerts: [] })
+    expect(early).toMatchObject({ wake: T0 + 20_000 + AFTER, alerts: [] })
     expect(early.liveness.size).toBe(0)
 
-    host.wake("d1", T0 + 20_000 + AFTER, T0 + 20_000 + AFTER + 200)
+    host.wake(T0 + 20_000 + AFTER + 200)
     const due = host.drain()
-    expect(due.wakes).toEqual([])
+    expect(due.wake).toBeNull()
     expect(due.alerts).toMatchObject([{ _tag: "raise", deviceId: "d1", key: `offline@${T0 + 20_000 + AFTER}`, at: T0 + 20_000 + AFTER, event: null }])
     expect(due.liveness.get(device)).toEqual({ liveness: "offline", at: T0 + 20_000 + AFTER })
     expect(host.live(device)).toMatchObject({ state: "offline", isOnline: false })
@@ -88,7 +88,7 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     host.seen(device, T0 + 90_000, undefined, T0 + 90_000)
     const back = host.drain()
     expect(back.alerts).toMatchObject([{ _tag: "clear", key: `online@${T0 + 90_000}` }])
-    expect(back.wakes).toEqual([{ deviceId: "d1", deadline: T0 + 90_000 + AFTER }])
+    expect(back.wake).toBe(T0 + 90_000 + AFTER)
     expect(back.liveness.get(device)).toEqual({ liveness: "online", at: T0 + 90_000 })
   })
 
@@ -98,11 +98,11 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     host.seen(device, T0, undefined, T0)
     stored(host, device)
     host.seen(device, T0 + AFTER + 5_000, undefined, T0 + AFTER + 5_000)
-    host.wake("d2", T0 + AFTER, T0 + AFTER + 6_000)
+    host.wake(T0 + AFTER + 6_000)
     const fx = host.drain()
     expect(fx.alerts.map((a) => a._tag)).toEqual(["raise", "clear"])
     expect(fx.liveness.size).toBe(0) // online before and after
-    expect(fx.wakes).toEqual([{ deviceId: "d2", deadline: T0 + AFTER + 5_000 + AFTER }])
+    expect(fx.wake).toBe(T0 + AFTER + 5_000 + AFTER)
   })
 
   it("signs noted one within the deadline and one after it, before the wake-up: no gap, no offline", () => {
@@ -112,10 +112,14 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     stored(host, device)
     host.seen(device, T0 + AFTER - 1_000, undefined, T0 + AFTER - 1_000)
     host.seen(device, T0 + AFTER + 20, undefined, T0 + AFTER + 20)
-    host.wake("d2b", T0 + AFTER, T0 + AFTER + 250)
+    // The first sign was told (the second one came after its deadline): the deadline moved there.
+    host.wake(T0 + AFTER + 250)
     const fx = host.drain()
     expect(fx.alerts).toEqual([])
-    expect(fx.wakes).toEqual([{ deviceId: "d2b", deadline: T0 + AFTER + 20 + AFTER }])
+    expect(fx.wake).toBe(T0 + AFTER - 1_000 + AFTER)
+    // Then counted from the newest sign.
+    host.wake(T0 + AFTER - 1_000 + AFTER)
+    expect(host.drain()).toMatchObject({ alerts: [], wake: T0 + AFTER + 20 + AFTER })
   })
 
   it("a sign read from its row after the deadline (signs lost on the way): no gap shown, no offline", () => {
@@ -126,13 +130,13 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     // Its signs went to an owner that died; the row says it published until just now.
     expect(host.due(T0 + AFTER + 100)).toEqual([device])
     host.caughtUp(device, T0 + AFTER + 80)
-    host.wake("d2c", T0 + AFTER, T0 + AFTER + 100)
+    host.wake(T0 + AFTER + 100)
     const fx = host.drain()
     expect(fx.alerts).toEqual([])
-    expect(fx.wakes).toEqual([{ deviceId: "d2c", deadline: T0 + AFTER + 80 + AFTER }])
+    expect(host.nextDeadline()).toBe(T0 + AFTER + 80 + AFTER)
   })
 
-  it("rehydrated from its row, it keeps the pending wake-up, catches up from last_seen_at and fires once", () => {
+  it("rehydrated from its row, it catches up from last_seen_at, reports its deadline and fires once", () => {
     const first = hostWith([offlineRule]).host
     const before = first.activate(fresh("d3"), T0)
     first.seen(before, T0, undefined, T0)
@@ -142,14 +146,17 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     // The owner moves; the row says seen at T0 + 5 s (a sign noted, never stored in the snapshot).
     const { host } = hostWith([offlineRule])
     const device = host.activate(fresh("d3", { snapshot: row.snapshot, wakeAt: row.wakeAt, liveness: "online", livenessAt: T0, lastSeenAt: T0 + 5_000 }), T0 + 6_000)
-    expect(host.drain()).toMatchObject({ wakes: [], alerts: [] }) // the stored wake-up is still pending
-    host.wake("d3", T0 + AFTER, T0 + AFTER)
-    expect(host.drain()).toMatchObject({ wakes: [{ deadline: T0 + 5_000 + AFTER }], alerts: [] })
-    host.wake("d3", T0 + 5_000 + AFTER, T0 + 5_000 + AFTER + 2_000)
+    expect(host.drain()).toMatchObject({ wake: T0 + 5_000 + AFTER, alerts: [] })
+    expect(host.nextDeadline()).toBe(T0 + 5_000 + AFTER)
+    // The earlier owner's wake-up: nothing due.
+    host.wake(T0 + AFTER)
+    expect(host.drain()).toMatchObject({ wake: null, alerts: [] })
+    host.wake(T0 + 5_000 + AFTER + 2_000)
     expect(host.drain().alerts).toMatchObject([{ _tag: "raise", key: `offline@${T0 + 5_000 + AFTER}` }])
-    host.wake("d3", T0 + 5_000 + AFTER, T0 + 5_000 + AFTER + 3_000)
+    host.wake(T0 + 5_000 + AFTER + 3_000)
     expect(host.drain().alerts).toEqual([])
     expect(device.wakeAt).toBeNull()
+    expect(host.nextDeadline()).toBeUndefined()
   })
 
   it("silent while no owner ran: activated after its deadline, it asks for a wake-up at once and goes offline once", () => {
@@ -161,12 +168,12 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     const { host } = hostWith([offlineRule])
     const late = T0 + AFTER + 60_000
     host.activate(fresh("d4", { snapshot: row.snapshot, wakeAt: row.wakeAt, liveness: "online", livenessAt: T0, lastSeenAt: T0 }), late)
-    expect(host.drain().wakes).toEqual([{ deviceId: "d4", deadline: late }])
-    host.wake("d4", late, late + 100)
+    expect(host.drain().wake).toBe(late)
+    host.wake(late + 100)
     const fx = host.drain()
     // The offline alert says when the device went silent: the same key as its first owner would have sent.
     expect(fx.alerts).toMatchObject([{ _tag: "raise", key: `offline@${T0 + AFTER}`, at: T0 + AFTER }])
-    expect(fx.wakes).toEqual([])
+    expect(fx.wake).toBeNull()
   })
 
   it("activated by its own due wake-up: fires in that step and asks for nothing more", () => {
@@ -177,9 +184,10 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     const { host } = hostWith([offlineRule])
     const now = T0 + AFTER + 300
     host.activate(fresh("d5", { snapshot: row.snapshot, wakeAt: row.wakeAt, liveness: "online", livenessAt: T0, lastSeenAt: T0 }), now)
-    host.wake("d5", T0 + AFTER, now)
+    expect(host.drain().wake).toBeLessThanOrEqual(now)
+    host.wake(now)
     const fx = host.drain()
-    expect(fx.wakes).toEqual([])
+    expect(fx.wake).toBeNull()
     expect(fx.alerts).toHaveLength(1)
   })
 
@@ -190,13 +198,13 @@ describe("device host: the machine's offline timer as persisted wake-ups", () =>
     stored(host, device)
     setRules([rule("rul_off", "offline", { afterSeconds: 10 })])
     host.configure(device, T0 + 2_000)
-    expect(host.drain().wakes).toEqual([{ deviceId: "d6", deadline: T0 + 10_000 }])
+    expect(host.drain().wake).toBe(T0 + 10_000)
     setRules([])
     host.configure(device, T0 + 3_000)
     const fx = host.drain()
     expect(fx.liveness.get(device)).toEqual({ liveness: "other", at: T0 + 3_000 })
     expect(host.live(device).state).toBe("unwatched")
-    host.wake("d6", T0 + 10_000, T0 + 10_000)
+    host.wake(T0 + 10_000)
     expect(host.drain().alerts).toEqual([])
   })
 

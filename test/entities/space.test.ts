@@ -1,7 +1,7 @@
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Liveness } from "../../actors/spaceMachine.ts"
-import { AlertChanged, DeviceLiveness, Space } from "../../src/entities/protocol.ts"
+import { Space } from "../../src/entities/protocol.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY } from "../support/app.ts"
 import { startCore, type TestCore } from "../support/core.ts"
@@ -24,9 +24,9 @@ describe.each(STORE_KINDS)("the Space entity on %s", (kind) => {
     return live(devicesOnline, devicesOffline, openAlerts)
   }
   const tellLiveness = (spaceId: string, deviceId: string, liveness: Liveness, at: number) =>
-    t.run(Effect.flatMap(Space.client, (client) => client(spaceId).DeviceLiveness(new DeviceLiveness({ deviceId, liveness, at }))))
+    t.run(Effect.flatMap(Space.client, (client) => client(spaceId).Changes({ devices: [{ deviceId, liveness, at }], alerts: [] })))
   const tellAlert = (spaceId: string, alertId: string, deviceId: string, open: boolean) =>
-    t.run(Effect.flatMap(Space.client, (client) => client(spaceId).AlertChanged(new AlertChanged({ alertId, deviceId, open }))))
+    t.run(Effect.flatMap(Space.client, (client) => client(spaceId).Changes({ devices: [], alerts: [{ alertId, deviceId, open }] })))
   const reseed = (spaceId: string) => t.run(Effect.flatMap(Space.client, (client) => client(spaceId).Reseed({ at: Date.now() })))
   /** What a device entity writes before it tells its space. */
   const storeLiveness = (deviceId: string, liveness: Liveness, at: number) =>
@@ -130,6 +130,37 @@ describe.each(STORE_KINDS)("the Space entity on %s", (kind) => {
     // News about it still addressed to the space it left: dropped there.
     await tellLiveness(s.id, deviceId, "offline", 600)
     expect(await counts(s.id)).toEqual(live(0, 0, 0))
+  })
+
+  it("applies a batch of liveness and alert changes in one message, members joining from the store", async () => {
+    const s = await newSpace("Batch")
+    const elsewhere = await newDevice((await newSpace("Not here")).id)
+    const [{ id: orgId }] = await query<{ id: string }>("SELECT id FROM organisations LIMIT 1")
+    const ids = [`dev_b1_${kind}`, `dev_b2_${kind}`]
+    for (const id of ids) {
+      await query(
+        "INSERT INTO devices (id, organisation_id, space_id, secret_hash, name, created_at, updated_at) VALUES ($1, $2, $3, $1, 'b', 1, 1)",
+        [id, orgId, s.id]
+      )
+    }
+    const change = () =>
+      t.run(Effect.flatMap(Space.client, (client) =>
+        client(s.id).Changes({
+          devices: [
+            { deviceId: ids[0], liveness: "online", at: 10 },
+            { deviceId: ids[1], liveness: "offline", at: 10 },
+            { deviceId: elsewhere.id, liveness: "online", at: 10 }
+          ],
+          alerts: [
+            { alertId: "alt_b1", deviceId: ids[1], open: true },
+            { alertId: "alt_b2", deviceId: elsewhere.id, open: true },
+            { alertId: "alt_b3", deviceId: ids[0], open: true },
+            { alertId: "alt_b3", deviceId: ids[0], open: false }
+          ]
+        })))
+    await change()
+    await change()
+    expect(await counts(s.id)).toEqual(live(1, 1, 1))
   })
 
   it("holds its timezone and alert recipients, reseeded after REST writes them", async () => {

@@ -2,7 +2,7 @@ import { Effect, Exit, Scope } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Bus, type Delivery } from "../../src/bus/Bus.ts"
-import { Alert, alertEntityId, Clear, Raise, Space } from "../../src/entities/protocol.ts"
+import { AlertBucket, alertBucketOf, type AlertIntent, Space } from "../../src/entities/protocol.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { startCore, type TestCore } from "../support/core.ts"
 import { createPostgresDatabase, type TestDatabase } from "../support/databases.ts"
@@ -10,11 +10,11 @@ import { eventually } from "../support/eventually.ts"
 
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
 
-/** Whether this process's runner owns the shard of the alert entity now. */
+/** Whether this process's runner owns the shard of the alert bucket entity now. */
 const owns = (t: TestCore, entityId: string) =>
   t.run(Effect.gen(function*() {
     const sharding = yield* Sharding.Sharding
-    return sharding.hasShardId(yield* Alert.getShardId(EntityId.make(entityId)))
+    return sharding.hasShardId(yield* AlertBucket.getShardId(EntityId.make(entityId)))
   }))
 
 /**
@@ -53,7 +53,17 @@ describe("alert entities across two runners on Postgres", () => {
     })).body as { id: string; organisation: { id: string } }
     const devices: Array<string> = []
     for (let i = 0; i < 8; i++) devices.push(((await a.call("POST", "/devices", { name: `d${i}`, space: { id: space.id } })).body as { id: string }).id)
-    const slots = devices.map((deviceId) => ({ deviceId, entityId: alertEntityId(rule.id, deviceId) }))
+    const slots = devices.map((deviceId) => ({ deviceId, entityId: alertBucketOf(deviceId) }))
+    const intent = (kind: "raise" | "clear", deviceId: string, at: number): AlertIntent => ({
+      kind,
+      ruleId: rule.id,
+      deviceId,
+      organisationId: rule.organisation.id,
+      at,
+      note: "hot",
+      event: null,
+      autoResolve: true
+    })
 
     // Both runners hold shards, and each slot has exactly one owner (b's arrival moves shards to it).
     const owners = await eventually(async () => {
@@ -69,8 +79,7 @@ describe("alert entities across two runners on Postgres", () => {
       const at = 100_000 * (round + 1)
       // Raised from the process that does not own the slot: the message crosses.
       await Promise.all(owners.value.map((s) =>
-        (s.inA ? b : a).run(Effect.flatMap(Alert.client, (client) =>
-          client(s.entityId).Raise(new Raise({ key: `r${round}`, organisationId: rule.organisation.id, at, note: "hot", event: null }))))
+        (s.inA ? b : a).run(Effect.flatMap(AlertBucket.client, (client) => client(s.entityId).Apply({ intents: [intent("raise", s.deviceId, at)] })))
       ))
       const open = await query<{ id: string; device_id: string }>(
         "SELECT id, device_id FROM alerts WHERE alert_rule_id = $1 AND resolved_at IS NULL",
@@ -83,7 +92,7 @@ describe("alert entities across two runners on Postgres", () => {
       const outcomes = await Promise.all(open.map(async ({ id, device_id }) => {
         const [first, , second] = await Promise.all([
           a.call("PUT", `/alerts/${id}/resolve`, { resolvedAt: at + 1 }),
-          b.run(Effect.flatMap(Alert.client, (client) => client(alertEntityId(rule.id, device_id)).Clear(new Clear({ key: `c${round}`, at: at + 2 })))),
+          b.run(Effect.flatMap(AlertBucket.client, (client) => client(alertBucketOf(device_id)).Apply({ intents: [intent("clear", device_id, at + 2)] }))),
           b.call("PUT", `/alerts/${id}/resolve`, { resolvedAt: at + 3 })
         ])
         return { id, answers: [first.body, second.body] as Array<{ state: string; resolvedAt: number }> }

@@ -1,0 +1,164 @@
+import { Clock, Effect, Layer } from "effect"
+import { Entity } from "effect/cluster"
+import type { AlertEvent } from "../../actors/alertMachine.ts"
+import { Bus } from "../bus/Bus.ts"
+import { alertTopic } from "../bus/topics.ts"
+import { Notifier } from "../notify/Notifier.ts"
+import type { AlertJson } from "../store/alerts.ts"
+import { Sql } from "../store/Sql.ts"
+import { AlertNotifications } from "./AlertNotifications.ts"
+import { planIntents, type Written } from "./alertPlan.ts"
+import { findInSlot, fromJson, insertAlerts, loadSlots, sameState, type Slot, slotKey, step, writeAlerts } from "./alertSlot.ts"
+import { AlertBucket, type AlertChanged, type AlertIntent, Space } from "./protocol.ts"
+
+/**
+ * The AlertBucket entity: the alert slots — one per (rule, device) — of the devices of one
+ * device bucket (same entity id, same shard), each slot's open alert hosting its
+ * `alertMachine`. Every transition — raised, repeated and cleared by the device bucket (`Apply`,
+ * a whole step's intents in one message), acknowledged and resolved over REST — is decided
+ * here, by one owner, one message at a time: two resolves, or a resolve racing an auto-resolve,
+ * are applied in some order and the second finds the alert resolved.
+ *
+ * A batch costs a few statements whatever its size: one reads the slots not held, one inserts
+ * the alerts opened (`alerts_one_open` turns away a slot opened behind this entity: it is read
+ * again and its intents applied again), one updates those repeated, cleared or resolved.
+ * After the rows, each written alert is published on the bus (`devices/{id}/alerts`), a newly
+ * opened one is handed to the notifications (off this path), and the spaces are told which
+ * alerts of the batch's slots are open or closed: one `Changes` per space, awaited.
+ *
+ * At least once. A batch handled again (its sender's step is run again) finds its effects in
+ * the slots: a raise no later than the slot's newest `lastSeenAt` and a clear of an alert not
+ * open do nothing; the spaces are told the touched slots' state again, which they count once.
+ */
+
+/** Attempts for slots whose rows changed behind this entity (read again each time). */
+const ATTEMPTS = 3
+
+export const AlertBucketLive = AlertBucket.toLayer(
+  Effect.gen(function*() {
+    const sql = yield* Sql
+    const bus = yield* Bus
+    const notifications = yield* AlertNotifications
+    const spaces = yield* Space.client
+    const store = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
+    const slots = new Map<string, Slot>()
+
+    const publish = (organisationId: string, alert: AlertJson) => {
+      if (alert.device === null) return
+      bus.send({ organisationId, deviceId: alert.device.id, topic: alertTopic(alert.device.id), payload: JSON.stringify(alert) })
+    }
+
+    /** Reads the slots not held (or all of `keys` when `again`). */
+    const load = (keys: ReadonlyArray<{ ruleId: string; deviceId: string }>, again: boolean) =>
+      Effect.gen(function*() {
+        const missing = keys.filter((k) => again || !slots.has(slotKey(k.ruleId, k.deviceId)))
+        if (missing.length === 0) return
+        const read = yield* store(loadSlots(sql, missing))
+        for (const [key, slot] of read) slots.set(key, slot)
+      })
+
+    const hold = (written: AlertJson, organisationId: string, spaceId: string | null) => {
+      const latest = fromJson(written, organisationId)
+      slots.set(slotKey(written.alertRule.id, written.device?.id ?? ""), { open: latest.context.resolvedAt === null ? latest : null, latest, spaceId })
+    }
+
+    /** Tells the spaces which alerts are open or closed, one awaited message per space. */
+    const tellSpaces = (changes: ReadonlyArray<{ spaceId: string | null; change: AlertChanged }>) =>
+      Effect.gen(function*() {
+        const bySpace = new Map<string, Array<AlertChanged>>()
+        for (const { spaceId, change } of changes) {
+          if (spaceId === null) continue
+          const list = bySpace.get(spaceId) ?? []
+          list.push(change)
+          bySpace.set(spaceId, list)
+        }
+        yield* Effect.forEach(bySpace, ([spaceId, alerts]) => Effect.orDie(spaces(spaceId).Changes({ devices: [], alerts })), {
+          concurrency: 8,
+          discard: true
+        })
+      })
+
+    /** Writes the alerts planned; answers the slots (keys) whose rows turned out to have changed behind this entity. */
+    const write = (written: Written, now: number) =>
+      Effect.gen(function*() {
+        const inserted = yield* store(insertAlerts(sql, written.openings))
+        const updated = yield* store(writeAlerts(sql, written.updates.map((u) => ({ id: u.id, next: u.next }))))
+        const stale = new Set<string>()
+        const got = new Set([...inserted, ...updated].map((a) => a.id))
+        for (const o of written.openings) if (!got.has(o.id)) stale.add(slotKey(o.ruleId, o.deviceId))
+        for (const u of written.updates) if (!got.has(u.id)) stale.add(u.key)
+        const organisationOf = new Map<string, string>()
+        for (const o of written.openings) organisationOf.set(o.id, o.organisationId)
+        for (const u of written.updates) organisationOf.set(u.id, u.organisationId)
+        const opened = new Set(written.openings.map((o) => o.id))
+        for (const alert of [...inserted, ...updated]) {
+          const organisationId = organisationOf.get(alert.id) ?? ""
+          hold(alert, organisationId, alert.device?.space?.id ?? null)
+          publish(organisationId, alert)
+          if (opened.has(alert.id)) yield* notifications.opened({ organisationId, alert })
+        }
+        return stale
+      })
+
+    const apply = (intents: ReadonlyArray<AlertIntent>) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const touched = new Map<string, { ruleId: string; deviceId: string }>()
+        for (const i of intents) touched.set(slotKey(i.ruleId, i.deviceId), { ruleId: i.ruleId, deviceId: i.deviceId })
+        let pending = intents
+        let again = false
+        for (let attempt = 0; pending.length > 0; attempt++) {
+          if (attempt === ATTEMPTS) return yield* Effect.die(new Error(`alert bucket: slots keep changing behind it`))
+          yield* load(pending.map((i) => ({ ruleId: i.ruleId, deviceId: i.deviceId })), again)
+          const stale = yield* write(planIntents(slots, pending), now)
+          for (const key of stale) slots.delete(key)
+          pending = pending.filter((i) => stale.has(slotKey(i.ruleId, i.deviceId)))
+          again = true
+        }
+        // Every touched slot's newest alert, open or closed: counted once however often it is told.
+        const changes: Array<{ spaceId: string | null; change: AlertChanged }> = []
+        for (const [key, { deviceId }] of touched) {
+          const slot = slots.get(key)
+          if (slot?.latest == null) continue
+          changes.push({ spaceId: slot.spaceId, change: { alertId: slot.latest.id, deviceId, open: slot.open !== null } })
+        }
+        yield* tellSpaces(changes)
+      })
+
+    /** Acknowledge or resolve by id: applied to the open alert if it is that one. */
+    const byId = (p: { alertId: string; ruleId: string; deviceId: string; at: number }, event: AlertEvent) =>
+      Effect.gen(function*() {
+        const key = slotKey(p.ruleId, p.deviceId)
+        yield* load([p], false)
+        const open = slots.get(key)?.open ?? null
+        if (open !== null && open.id === p.alertId) {
+          const next = step(open, event)
+          if (sameState(open, next)) return { found: true, resolved: false }
+          const now = yield* Clock.currentTimeMillis
+          const [written] = yield* store(writeAlerts(sql, [{ id: open.id, next }]))
+          if (written !== undefined) {
+            hold(written, open.organisationId, written.device?.space?.id ?? null)
+            publish(open.organisationId, written)
+            const resolved = written.resolvedAt !== null
+            if (resolved) yield* tellSpaces([{ spaceId: written.device?.space?.id ?? null, change: { alertId: written.id, deviceId: p.deviceId, open: false } }])
+            return { found: true, resolved }
+          }
+          slots.delete(key)
+        }
+        const found = yield* store(findInSlot(sql, p.alertId, p.ruleId, p.deviceId))
+        if (found === undefined) return { found: false, resolved: false }
+        // Resolved already (by the other caller, or by a clear): answer once the space counted it.
+        if (found.resolved) yield* tellSpaces([{ spaceId: found.spaceId, change: { alertId: p.alertId, deviceId: p.deviceId, open: false } }])
+        return { found: true, resolved: false }
+      })
+
+    return AlertBucket.of({
+      Apply: ({ payload }) => apply(payload.intents),
+      Acknowledge: ({ payload }) => byId(payload, { type: "alert.acknowledged", at: payload.at }),
+      Resolve: ({ payload }) => byId(payload, { type: "alert.resolved", at: payload.at })
+    })
+  })
+)
+
+/** The AlertBucket entity with its notifications; needs the cluster's `Sharding`, the store and the bus. */
+export const AlertEntityLive = AlertBucketLive.pipe(Layer.provide(AlertNotifications.layer), Layer.provide(Notifier.layer))
