@@ -31,21 +31,26 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  *   advisory locks and call each other over HTTP at `RUNNER_PATH` on their own REST port
  *   (no extra port), guarded by a secret every process reads from the shared store
  *   (`cluster_secret`, migration 0009): nothing to configure, and nobody without the
- *   database can post to the endpoint. Its `SqlClient` is `@effect/sql-pg`, a small pool of
- *   its own: the store's postgres.js pool reads int8 as JS numbers, which round the cluster's
- *   64-bit message ids (docs/cluster-spike.md).
+ *   database can post to the endpoint. Its `SqlClient` is `@effect/sql-pg`, a pool of 16 of
+ *   its own (4 queued the stored messages of a burst of wake-ups): the store's postgres.js
+ *   pool reads int8 as JS numbers, which round the cluster's 64-bit message ids
+ *   (docs/cluster-spike.md).
  *
- * Timings (`CLUSTER_TIMINGS`): a shard whose owner died moves once its lock expires (4 s, renewed
- * every second); stored messages are polled every 250 ms, which bounds how late an offline timer
- * fires.
+ * Timings (`CLUSTER_TIMINGS`): a runner that stops answering pings (every second, five tries) is
+ * marked unhealthy and its shards move, about 4 s after a kill -9 (its advisory locks ended with
+ * its session); failing that, once its heartbeat is older than the lock expiry (9 s). Shard locks
+ * are refreshed every 3 s, which is also the refresh's deadline: at 1 s a loaded runner missed it
+ * with Postgres and its event loop idle (bench:actors, 10,000 devices silent at once), and each
+ * miss released every shard and interrupted every entity on it. Stored messages are polled every
+ * 250 ms; a bucket's own timer fires its deadlines on time, the stored wake-up is for a new owner.
  */
 
 export const RUNNER_PATH = "/cluster/runner"
 export const SECRET_HEADER = "x-voltaic-cluster"
 
 export const CLUSTER_TIMINGS = {
-  shardLockRefreshInterval: "10 seconds",
-  shardLockExpiration: "30 seconds",
+  shardLockRefreshInterval: "3 seconds",
+  shardLockExpiration: "9 seconds",
   refreshAssignmentsInterval: "1 second",
   runnerHealthCheckInterval: "1 second",
   entityMessagePollInterval: "250 millis",

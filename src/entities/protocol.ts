@@ -5,7 +5,7 @@ import { Rpc } from "effect/rpc"
 /**
  * The messages of Voltaic's three entities, as Effect Schemas: any process may send them and an
  * entity may move between processes. Each entity's behaviour is in its own module
- * (`DeviceBucket.ts`, `Alert.ts`, `Space.ts`); this one is the contract between them.
+ * (`DeviceBucket.ts`, `AlertBucket.ts`, `Space.ts`); this one is the contract between them.
  *
  * Persisted or volatile:
  * - persisted (stored by the cluster, delivered at least once to whichever process owns the

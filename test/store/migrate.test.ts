@@ -1,5 +1,7 @@
 import { Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { readFileSync } from "node:fs"
+import { bucketOf } from "../../src/entities/protocol.ts"
 import { loadMigrations, migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../../src/store/Sql.ts"
 import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
@@ -64,6 +66,29 @@ describe.each(STORE_KINDS)("the store on %s", (kind) => {
       sql.query("INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_commit', 'x', 1, 1)")
     ))
     expect(error.code).toBe("23505")
+  })
+
+  it("gives device_actors rows written before migration 0012 the bucket bucketOf gives", async () => {
+    // The statements of 0012 that fill `bucket`, run again over rows without one.
+    const file = (await Effect.runPromise(loadMigrations)).find((f) => f.name.startsWith("0012"))
+    const text = file === undefined ? "" : readFileSync(new URL(`../../migrations/${file.name}`, import.meta.url), "utf8")
+    const fill = text.slice(text.indexOf("CREATE FUNCTION"), text.indexOf("DROP FUNCTION"))
+    expect(fill).toContain("UPDATE device_actors SET bucket")
+    const ids = ["dev_01", "x", ...Array.from({ length: 50 }, (_, i) => `dev_${i}_${"z".repeat(i % 30)}`)]
+    await run(sql.query("INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_buckets', 'x', 1, 1)"))
+    await run(sql.query(
+      `INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at)
+       SELECT id, 'org_buckets', 'hash_' || id, id, 1, 1 FROM unnest($1::text[]) AS id`,
+      [ids]
+    ))
+    await run(sql.query("INSERT INTO device_actors (device_id, snapshot, updated_at) SELECT id, '{}', 1 FROM unnest($1::text[]) AS id", [ids]))
+    const cut = fill.indexOf("$$;", fill.indexOf("$$") + 2) + 2
+    await run(sql.query(fill.slice(0, cut)))
+    await run(sql.query(fill.slice(cut + 1)))
+    await run(sql.query("DROP FUNCTION voltaic_bucket_of(text)"))
+    const rows = await run(sql.query<{ device_id: string; bucket: string }>("SELECT device_id, bucket FROM device_actors WHERE device_id = ANY($1::text[])", [ids]))
+    expect(rows).toHaveLength(ids.length)
+    for (const row of rows) expect(row.bucket, row.device_id).toBe(bucketOf(row.device_id))
   })
 })
 
