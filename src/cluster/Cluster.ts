@@ -37,20 +37,22 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  *   (docs/cluster-spike.md).
  *
  * Timings (`CLUSTER_TIMINGS`): a runner that stops answering pings (every second, five tries) is
- * marked unhealthy and its shards move, about 4 s after a kill -9 (its advisory locks ended with
- * its session); failing that, once its heartbeat is older than the lock expiry (9 s). Shard locks
- * are refreshed every 3 s, which is also the refresh's deadline: at 1 s a loaded runner missed it
- * with Postgres and its event loop idle (bench:actors, 10,000 devices silent at once), and each
- * miss released every shard and interrupted every entity on it. Stored messages are polled every
- * 250 ms; a bucket's own timer fires its deadlines on time, the stored wake-up is for a new owner.
+ * marked unhealthy by the runner that holds the health-check singleton, and its shards move about
+ * 4 s after a kill -9 (its advisory locks ended with its session); when the dead runner held that
+ * singleton, once its heartbeat is older than the lock expiry (6 s). Shard locks are refreshed
+ * every 2 s, which is also the refresh's deadline; a miss releases every shard and interrupts
+ * every entity on it. Under a burst of thousands of alerts the refresh's `pg_locks` read took
+ * over a second (bench:actors, measured inside SqlRunnerStorage): 1 s deadlines failed at 20,000
+ * hosted devices, 3 s at 100,000. Stored messages are polled every 250 ms; a bucket's own timer
+ * fires its deadlines on time, the stored wake-up is for a new owner.
  */
 
 export const RUNNER_PATH = "/cluster/runner"
 export const SECRET_HEADER = "x-voltaic-cluster"
 
 export const CLUSTER_TIMINGS = {
-  shardLockRefreshInterval: "3 seconds",
-  shardLockExpiration: "9 seconds",
+  shardLockRefreshInterval: "2 seconds",
+  shardLockExpiration: "6 seconds",
   refreshAssignmentsInterval: "1 second",
   runnerHealthCheckInterval: "1 second",
   entityMessagePollInterval: "250 millis",

@@ -6,7 +6,7 @@ import { eventually, until } from "../support/eventually.ts"
 import { type ServerProcess, startServerProcess } from "../support/process.ts"
 
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
-const AFTER_S = 3
+const AFTER_S = 4
 const DEVICES = 24
 
 /** Backends of the cluster's pools that hold shard locks (SqlRunnerStorage: one advisory lock per shard), in this database: pg_locks lists every database's. */
