@@ -3,7 +3,8 @@ import { Entity } from "effect/cluster"
 import { Sql } from "../store/Sql.ts"
 import { type DeviceHost, type HostedDevice, makeDeviceHost } from "./deviceHost.ts"
 import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeDeviceRows } from "./deviceRows.ts"
-import { AlertBucket, type AlertIntent, DeviceBucket, type DeviceLiveness, type Sign, Space, Wake, WAKE_QUANTUM_MS } from "./protocol.ts"
+import { AlertBucket, type AlertIntent, DeviceBucket, type DeviceLiveness, type Sign, Space, Wake } from "./protocol.ts"
+import { makeBucketTimers } from "./bucketTimers.ts"
 import { ResidentBuckets } from "./residents.ts"
 import { Rules } from "./rules.ts"
 
@@ -63,11 +64,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const self = (yield* DeviceBucket.client)(bucket)
     const alerts = (yield* AlertBucket.client)(bucket)
     const spaces = yield* Space.client
-    /** Wake-ups this instance asked for and has not received. */
-    const pending = new Set<number>()
-    /** The times this instance's own timer is set for (`Tick`). */
-    const ticks = new Set<number>()
-    const scope = yield* Scope.Scope
+    const timers = makeBucketTimers({
+      store: (at) => retried(self.Wake(new Wake({ bucket, at }), { discard: true }), "asking for a wake-up"),
+      tick: (at) => self.Tick({ at }, { discard: true }),
+      scope: yield* Scope.Scope
+    })
     /** Whether the devices an earlier owner left with a deadline were read (on the first wake-up). */
     let timedRead = false
     const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
@@ -97,43 +98,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         for (const device of devices) device.dirty = false
       })
 
-    /**
-     * Keeps a wake-up at or before `deadline`'s quantum: none is asked for when one is pending
-     * before it (its handler asks for the next). Never for a quantum already past: its key may
-     * be one the cluster delivered already, and would store nothing.
-     */
-    const cover = (deadline: number | null | undefined, now: number) => {
-      if (deadline === null || deadline === undefined) return Effect.void
-      const at = Math.ceil(Math.max(deadline, now + 1) / WAKE_QUANTUM_MS) * WAKE_QUANTUM_MS
-      for (const p of pending) if (p <= at) return Effect.void
-      pending.add(at)
-      return retried(self.Wake(new Wake({ bucket, at }), { discard: true }), "asking for a wake-up")
-    }
-
-    /**
-     * Sets this instance's timer for the earliest deadline held, unless it is set for it or
-     * earlier already: a `Tick` to itself, handled like a wake-up, between its other messages.
-     */
-    const arm = Effect.suspend(() => {
-      const deadline = host.nextDeadline()
-      if (deadline === undefined) return Effect.void
-      for (const t of ticks) if (t <= deadline) return Effect.void
-      ticks.add(deadline)
-      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        self.Tick({ at: deadline }, { discard: true }).pipe(
-          Effect.delay(Math.max(0, deadline - now)),
-          // Not delivered (the bucket is leaving this process): its stored wake-up stands in.
-          Effect.ignore,
-          Effect.forkIn(scope),
-          Effect.asVoid
-        ))
-    })
-
     /** Performs what the host collected: wake-ups, alerts, liveness, rows. */
     const perform = (now: number, read: Places, woken = false) =>
       Effect.gen(function*() {
         const fx = host.drain()
-        yield* arm
+        yield* timers.arm(host.nextDeadline())
         const changed = [...fx.liveness.keys()]
         const spaceOf = new Map<string, string | null>()
         if (changed.length > 0) {
@@ -148,7 +117,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         }
         // Woken: every deadline due fired, the earliest left is next (the one that woke it was delivered).
         // The next wake-up is stored alongside the alerts: both before the rows (see above).
-        const sends: Array<Effect.Effect<void, unknown>> = [cover(woken ? host.nextDeadline() : fx.wake, now)]
+        const sends: Array<Effect.Effect<void, unknown>> = [timers.cover(woken ? host.nextDeadline() : fx.wake, now)]
         const intents: Array<AlertIntent> = []
         for (const a of fx.alerts) {
           if (!host.devices.has(a.deviceId)) continue
@@ -216,8 +185,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       Effect.gen(function*() {
         // Due as of the wake-up's time at least: its quantum rounded the deadlines up to it.
         const now = Math.max(yield* Clock.currentTimeMillis, at)
-        if (stored) pending.delete(at)
-        else ticks.delete(at)
+        timers.arrived(at, stored)
         let places: Places = new Map()
         if (!timedRead) {
           places = yield* activate(yield* retried(readTimed(sql, bucket), "reading deadlines"), now)
