@@ -32,7 +32,7 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  *   (no extra port), guarded by a secret every process reads from the shared store
  *   (`cluster_secret`, migration 0009): nothing to configure, and nobody without the
  *   database can post to the endpoint. Its `SqlClient` is `@effect/sql-pg`, a pool of 16 of
- *   its own (4 queued the stored messages of a burst of wake-ups): the store's postgres.js
+ *   its own (4 queued the stored messages of a burst): the store's postgres.js
  *   pool reads int8 as JS numbers, which round the cluster's 64-bit message ids
  *   (docs/cluster-spike.md).
  *
@@ -45,8 +45,8 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  * offline alerts with 100,000 hosted devices (bench:actors) the refresh's `pg_locks` read took
  * over a second (measured inside SqlRunnerStorage), and 1, 2 and 3 s deadlines each ended in a
  * collapse (2 s: 7,072 of 10,000 alerts after 78 s); 5 s held (0 misses, p99 5.1 s).
- * Stored messages are polled every 250 ms; a bucket's own timer fires its deadlines on time, the
- * stored wake-up is for a new owner.
+ * Stored messages are polled every 250 ms. Offline deadlines are no stored messages: a bucket's
+ * own timer fires them, and its devices' rows keep them for a new owner (`entities/overdue.ts`).
  */
 
 export const RUNNER_PATH = "/cluster/runner"

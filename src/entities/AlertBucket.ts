@@ -9,7 +9,8 @@ import { Sql } from "../store/Sql.ts"
 import { AlertNotifications } from "./AlertNotifications.ts"
 import { planIntents, type Written } from "./alertPlan.ts"
 import { findInSlot, fromJson, insertAlerts, loadSlots, sameState, type Slot, slotKey, step, writeAlerts } from "./alertSlot.ts"
-import { AlertBucket, type AlertChanged, type AlertIntent, Space } from "./protocol.ts"
+import { AlertBucket, type AlertChanged, type AlertIntent } from "./protocol.ts"
+import { SpaceChanges } from "./spaceChanges.ts"
 
 /**
  * The AlertBucket entity: the alert slots — one per (rule, device) — of the devices of one
@@ -24,7 +25,8 @@ import { AlertBucket, type AlertChanged, type AlertIntent, Space } from "./proto
  * again and its intents applied again), one updates those repeated, cleared or resolved.
  * After the rows, each written alert is published on the bus (`devices/{id}/alerts`), a newly
  * opened one is handed to the notifications (off this path), and the spaces are told which
- * alerts of the batch's slots are open or closed: one `Changes` per space, awaited.
+ * alerts of the batch's slots are open or closed, awaited (`SpaceChanges`: one message per space
+ * for all the steps of a few milliseconds).
  *
  * At least once. A batch handled again (its sender's step is run again) finds its effects in
  * the slots: a raise no later than the slot's newest `lastSeenAt` and a clear of an alert not
@@ -39,7 +41,7 @@ export const AlertBucketLive = AlertBucket.toLayer(
     const sql = yield* Sql
     const bus = yield* Bus
     const notifications = yield* AlertNotifications
-    const spaces = yield* Space.client
+    const spaceChanges = yield* SpaceChanges
     const store = <A, E>(effect: Effect.Effect<A, E>) => Effect.orDie(effect)
     const slots = new Map<string, Slot>()
 
@@ -72,10 +74,7 @@ export const AlertBucketLive = AlertBucket.toLayer(
           list.push(change)
           bySpace.set(spaceId, list)
         }
-        yield* Effect.forEach(bySpace, ([spaceId, alerts]) => Effect.orDie(spaces(spaceId).Changes({ devices: [], alerts })), {
-          concurrency: 8,
-          discard: true
-        })
+        if (bySpace.size > 0) yield* Effect.orDie(spaceChanges.tell([...bySpace].map(([spaceId, alerts]) => ({ spaceId, devices: [], alerts }))))
       })
 
     /** Writes the alerts planned; answers the slots (keys) whose rows turned out to have changed behind this entity. */

@@ -10,7 +10,8 @@ import { Space } from "./protocol.ts"
  * alert. The AlertBucket entity hands an opened alert over (`opened`) and goes on: a few notifier
  * fibers of this process (NOTIFY_CONCURRENCY) take them, so a slow receiver (retries take up
  * to a minute) never holds up an alert entity, and an alert storm does not start thousands of
- * requests at once.
+ * requests at once. What they need (rules, templates, recipients) is read for batches of
+ * opened alerts, ahead of the senders.
  *
  * At most once: a notification handed over is lost if this process dies before sending it, and
  * an alert entity that applies a raise again after a crash does not notify again.
@@ -23,6 +24,26 @@ export interface AlertOpened {
 
 /** Notifications sent at once: a slow webhook holds up neither alerts nor more than this. */
 const NOTIFY_CONCURRENCY = 16
+/** Opened alerts whose rules, templates and recipients are read together. */
+const BATCH = 512
+
+interface RuleRow {
+  readonly id: string
+  readonly name: string
+  readonly severity: string
+  readonly type: string
+  readonly notification_template_id: string | null
+}
+
+interface TemplateRow {
+  readonly id: string
+  readonly title: string
+  readonly body: string
+  readonly type: string
+  readonly webhook_url: string | null
+  readonly webhook_headers: Record<string, string> | null
+  readonly config: Record<string, unknown> | null
+}
 
 export class AlertNotifications extends Context.Service<AlertNotifications, {
   /** Queues the notifications of a newly opened alert; never waits. */
@@ -36,42 +57,53 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
       const spaces = yield* Space.client
       const notices = yield* Queue.unbounded<AlertOpened>()
 
-      /** The space's alert recipients, in the order it holds them, with their addresses now. */
-      const recipientsOf = (spaceId: string | undefined) =>
+      /** The alert recipients of each space, in the order it holds them, with their addresses now. */
+      const recipientsOf = (spaceIds: ReadonlyArray<string>) =>
         Effect.gen(function*() {
-          if (spaceId === undefined) return []
-          const { recipients } = yield* spaces(spaceId).GetSpace()
-          if (recipients.length === 0) return []
-          const rows = yield* sql.query<{ id: string; email_address: string; full_name: string }>(
+          const held = yield* Effect.forEach(spaceIds, (spaceId) =>
+            Effect.map(spaces(spaceId).GetSpace(), ({ recipients }) => [spaceId, recipients] as const), { concurrency: 8 })
+          const ids = [...new Set(held.flatMap(([, recipients]) => recipients))]
+          const rows = ids.length === 0 ? [] : yield* sql.query<{ id: string; email_address: string; full_name: string }>(
             `SELECT ou.id, u.email_address, u.full_name FROM organisation_users ou JOIN users u ON u.id = ou.user_id
              WHERE ou.id = ANY($1::text[])`,
-            [recipients]
+            [ids]
           )
           const byId = new Map(rows.map((r) => [r.id, { emailAddress: r.email_address, fullName: r.full_name }]))
-          return recipients.flatMap((id) => {
+          return new Map(held.map(([spaceId, recipients]) => [spaceId, recipients.flatMap((id) => {
             const found = byId.get(id)
             return found === undefined ? [] : [found]
+          })]))
+        })
+
+      /**
+       * What the notifications of a batch of opened alerts need, read for the whole batch: an
+       * alert storm costs a few statements and one `GetSpace` per space, not a few per alert.
+       */
+      const prepare = (batch: ReadonlyArray<AlertOpened>) =>
+        Effect.gen(function*() {
+          const rules = yield* sql.query<RuleRow>(
+            "SELECT id, name, severity, type, notification_template_id FROM alert_rules WHERE id = ANY($1::text[])",
+            [[...new Set(batch.map((o) => o.alert.alertRule.id))]]
+          )
+          const templateIds = [...new Set(rules.flatMap((r) => (r.notification_template_id === null ? [] : [r.notification_template_id])))]
+          const templates = templateIds.length === 0 ? [] : yield* sql.query<TemplateRow>(
+            "SELECT id, title, body, type, webhook_url, webhook_headers, config FROM notification_templates WHERE id = ANY($1::text[])",
+            [templateIds]
+          )
+          const recipients = yield* recipientsOf([...new Set(batch.flatMap((o) => (o.alert.device?.space?.id === undefined ? [] : [o.alert.device.space.id])))])
+          const ruleById = new Map(rules.map((r) => [r.id, r]))
+          const templateById = new Map(templates.map((t) => [t.id, t]))
+          return batch.flatMap(({ alert }) => {
+            const rule = ruleById.get(alert.alertRule.id)
+            if (rule === undefined) return []
+            const template = rule.notification_template_id === null ? undefined : templateById.get(rule.notification_template_id)
+            const spaceId = alert.device?.space?.id
+            return [{ alert, rule, template, recipients: spaceId === undefined ? [] : recipients.get(spaceId) ?? [] }]
           })
         })
 
-      const send = ({ alert }: AlertOpened) =>
+      const send = ({ alert, rule, template, recipients }: Effect.Success<ReturnType<typeof prepare>>[number]) =>
         Effect.gen(function*() {
-          const [rule] = yield* sql.query<{ id: string; name: string; severity: string; type: string; notification_template_id: string | null }>(
-            "SELECT id, name, severity, type, notification_template_id FROM alert_rules WHERE id = $1",
-            [alert.alertRule.id]
-          )
-          if (rule === undefined) return
-          const [template] = rule.notification_template_id === null ? [] : yield* sql.query<{
-            title: string
-            body: string
-            type: string
-            webhook_url: string | null
-            webhook_headers: Record<string, string> | null
-            config: Record<string, unknown> | null
-          }>("SELECT title, body, type, webhook_url, webhook_headers, config FROM notification_templates WHERE id = $1", [
-            rule.notification_template_id
-          ])
-          const recipients = yield* recipientsOf(alert.device?.space?.id)
           const outcomes = yield* notifier.notify({
             alert: { ...alert },
             rule: { id: rule.id, name: rule.name, severity: rule.severity, type: rule.type },
@@ -97,8 +129,18 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
           }
         }).pipe(Effect.catchCause((cause) => Effect.logError("alert notification failed", cause)))
 
+      type Prepared = Effect.Success<ReturnType<typeof prepare>>[number]
+      const ready = yield* Queue.bounded<Prepared>(NOTIFY_CONCURRENCY)
+      // One fiber reads for batches of what was opened; the senders take the notifications one by one.
+      yield* Effect.forkScoped(Effect.forever(
+        Queue.takeBetween(notices, 1, BATCH).pipe(
+          Effect.flatMap(prepare),
+          Effect.flatMap((prepared) => Queue.offerAll(ready, prepared)),
+          Effect.catchCause((cause) => Effect.logError("alert notifications failed", cause))
+        )
+      ))
       for (let i = 0; i < NOTIFY_CONCURRENCY; i++) {
-        yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(notices), send)))
+        yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(ready), send)))
       }
       return AlertNotifications.of({ opened: (opened) => Effect.asVoid(Queue.offer(notices, opened)) })
     })

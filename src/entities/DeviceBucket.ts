@@ -1,11 +1,12 @@
-import { Clock, Effect, Schedule, Scope } from "effect"
+import { Clock, Duration, Effect, Schedule, Scope } from "effect"
 import { Entity } from "effect/cluster"
 import { Sql } from "../store/Sql.ts"
 import { type DeviceHost, type HostedDevice, makeDeviceHost } from "./deviceHost.ts"
 import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeDeviceRows } from "./deviceRows.ts"
-import { AlertBucket, type AlertIntent, DeviceBucket, type DeviceLiveness, type Sign, Space, Wake } from "./protocol.ts"
-import { makeBucketTimers } from "./bucketTimers.ts"
+import { makeBucketTimer } from "./bucketTimer.ts"
+import { AlertBucket, type AlertIntent, DeviceBucket, type DeviceLiveness, type Sign } from "./protocol.ts"
 import { ResidentBuckets } from "./residents.ts"
+import { SpaceChanges } from "./spaceChanges.ts"
 import { Rules } from "./rules.ts"
 
 /**
@@ -13,20 +14,21 @@ import { Rules } from "./rules.ts"
  * `deviceMachine` (`deviceHost.ts`), activated from their rows on their first message, and
  * what their machines do performed from here:
  *
- * - the offline timers: the bucket keeps a persisted `Wake` at or before its earliest deadline
- *   (rounded up to WAKE_QUANTUM_MS, so that devices falling silent together share one), at
- *   most a few pending, delivered to whichever process owns the bucket then. Every deadline
- *   due fires with it, once the devices' rows confirmed their silence (a `Seen` lost on the
- *   way, or one that reached another owner, is in the row), then the next one is asked for.
- *   A new owner finds the devices with a deadline in `device_actors` (`bucket`, `wake_at`) on
- *   its first wake-up: they were hosted by the last owner, which passivates none with a timer;
+ * - the offline timers: the bucket's own timer (`Tick`, `bucketTimer.ts`) at its earliest
+ *   deadline. Every deadline due fires with it, once the devices' rows confirmed their silence
+ *   (a `Seen` lost on the way, or one that reached another owner, is in the row). Each device's
+ *   row keeps its deadline (`device_actors.wake_at`, never later than the one held here), and a
+ *   stored deadline that passed unhandled — its owner died, or the bucket is new to this
+ *   process — is swept by `OverdueDevices` (`overdue.ts`), which sends the bucket a `Wake`. On
+ *   its first tick or wake-up a bucket reads the devices of its rows that have a deadline (they
+ *   were hosted by the last owner, which passivates none with a timer);
  * - alerts: the step's raises and clears in one `Apply` to the bucket's AlertBucket entity;
- * - liveness (online, offline, neither): the rows, then one `Changes` per space (a space seeds
- *   from those rows: it is never told a change older than what it read).
+ * - liveness (online, offline, neither): the rows, then the spaces' `Changes` (`SpaceChanges`;
+ *   a space seeds from those rows: it is never told a change older than what it read).
  *
- * Wake-ups and alerts are sent (and awaited) before the rows are written: a step that dies in
- * between is run again from the old rows (a persisted wake-up is delivered again; a sign of life
- * is in `devices.last_seen_at`), and what it sends again is applied once. A step that dies
+ * Alerts are sent (and awaited) before the rows are written: a step that dies in between is run
+ * again from the old rows (their deadlines are swept again; a sign of life is in
+ * `devices.last_seen_at`), and what it sends again is applied once. A step that dies
  * between its rows and `Changes` leaves that space one change behind until the device's next
  * change or the space's next seed (a window of milliseconds).
  *
@@ -37,12 +39,10 @@ import { Rules } from "./rules.ts"
 
 const FLUSH_EVERY_MS = 5_000
 const SWEEP_EVERY = "1 minute"
-/** A device not online, idle this long and without a pending wake-up leaves its bucket's memory. */
+/** A device not online, idle this long and without a deadline leaves its bucket's memory. */
 export const PASSIVATE_AFTER_MS = 5 * 60_000
 /** Sends and statements are retried without end (at most every 5 s): the effects of a step are not dropped. */
 const RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
-/** Messages sent at once by one step. */
-const SEND_CONCURRENCY = 16
 /** A message not answered by then is sent again (applying it twice is harmless). */
 const SEND_TIMEOUT = "30 seconds"
 
@@ -63,12 +63,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const residents = yield* ResidentBuckets
     const self = (yield* DeviceBucket.client)(bucket)
     const alerts = (yield* AlertBucket.client)(bucket)
-    const spaces = yield* Space.client
-    const timers = makeBucketTimers({
-      store: (at) => retried(self.Wake(new Wake({ bucket, at }), { discard: true }), "asking for a wake-up"),
-      tick: (at) => self.Tick({ at }, { discard: true }),
-      scope: yield* Scope.Scope
-    })
+    const spaceChanges = yield* SpaceChanges
+    const timer = makeBucketTimer({ tick: (at) => self.Tick({ at }, { discard: true }), scope: yield* Scope.Scope })
     /** Whether the devices an earlier owner left with a deadline were read (on the first wake-up). */
     let timedRead = false
     const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
@@ -98,11 +94,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         for (const device of devices) device.dirty = false
       })
 
-    /** Performs what the host collected: wake-ups, alerts, liveness, rows. */
-    const perform = (now: number, read: Places, woken = false) =>
+    /** Performs what the host collected: its timer, alerts, liveness, rows. */
+    const perform = (now: number, read: Places) =>
       Effect.gen(function*() {
         const fx = host.drain()
-        yield* timers.arm(host.nextDeadline())
+        yield* timer.arm(host.nextDeadline())
         const changed = [...fx.liveness.keys()]
         const spaceOf = new Map<string, string | null>()
         if (changed.length > 0) {
@@ -115,9 +111,6 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
             else spaceOf.set(device.id, found.place.spaceId)
           }
         }
-        // Woken: every deadline due fired, the earliest left is next (the one that woke it was delivered).
-        // The next wake-up is stored alongside the alerts: both before the rows (see above).
-        const sends: Array<Effect.Effect<void, unknown>> = [timers.cover(woken ? host.nextDeadline() : fx.wake, now)]
         const intents: Array<AlertIntent> = []
         for (const a of fx.alerts) {
           if (!host.devices.has(a.deviceId)) continue
@@ -132,7 +125,6 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
             autoResolve: a.rule.autoResolve
           })
         }
-        if (intents.length > 0) sends.push(alerts.Apply({ intents }))
         const rows: Array<DeviceRow> = []
         const bySpace = new Map<string, Array<DeviceLiveness>>()
         for (const [device, change] of fx.liveness) {
@@ -141,7 +133,16 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           if (spaceId !== null) bySpace.set(spaceId, [...(bySpace.get(spaceId) ?? []), { deviceId: device.id, ...change }])
           rows.push({ device, liveness: change.liveness, livenessAt: change.at })
         }
-        yield* retried(Effect.timeout(Effect.all(sends, { concurrency: SEND_CONCURRENCY, discard: true }), SEND_TIMEOUT), "sending")
+        // Deadlines the rows must follow: a stored one later than the device's (a new owner would
+        // fire it late), or one past that the device is not due at (it would be swept for nothing).
+        for (const device of host.devices.values()) {
+          if (fx.liveness.has(device) || device.storedWakeAt === device.wakeAt) continue
+          const late = device.wakeAt !== null && (device.storedWakeAt === null || device.storedWakeAt > device.wakeAt)
+          if (late || (device.storedWakeAt !== null && device.storedWakeAt <= now)) {
+            rows.push({ device, liveness: device.reported, livenessAt: device.reportedAt })
+          }
+        }
+        if (intents.length > 0) yield* retried(Effect.timeout(alerts.Apply({ intents }), SEND_TIMEOUT), "sending alerts")
         if (rows.length === 0) return
         yield* retried(writeDeviceRows(sql, rows, now), "writing devices")
         for (const row of rows) {
@@ -150,11 +151,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           row.device.dirty = false
         }
         // After the rows: a space seeded from the store is never older than a change it was told.
-        yield* Effect.forEach(bySpace, ([spaceId, devices]) =>
-          retried(Effect.timeout(spaces(spaceId).Changes({ devices, alerts: [] }), SEND_TIMEOUT), "telling spaces"), {
-          concurrency: SEND_CONCURRENCY,
-          discard: true
-        })
+        if (bySpace.size > 0) {
+          const changes = [...bySpace].map(([spaceId, devices]) => ({ spaceId, devices, alerts: [] }))
+          yield* retried(Effect.timeout(spaceChanges.tell(changes), SEND_TIMEOUT), "telling spaces")
+        }
       })
 
     /** After a message: baselines written behind. */
@@ -180,12 +180,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         yield* housekeeping(now)
       })
 
-    /** A wake-up (stored) or a tick (this instance's timer) at `at`: every deadline due fires. */
-    const wake = (at: number, stored: boolean) =>
+    /** A tick (this instance's timer) or a wake-up (overdue rows) at `at`: every deadline due fires. */
+    const wake = (at: number, tick: boolean) =>
       Effect.gen(function*() {
-        // Due as of the wake-up's time at least: its quantum rounded the deadlines up to it.
         const now = Math.max(yield* Clock.currentTimeMillis, at)
-        timers.arrived(at, stored)
+        if (tick) timer.arrived(at)
         let places: Places = new Map()
         if (!timedRead) {
           places = yield* activate(yield* retried(readTimed(sql, bucket), "reading deadlines"), now)
@@ -211,7 +210,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           }
         }
         host.wake(now)
-        yield* perform(now, places, true)
+        yield* perform(now, places)
         yield* housekeeping(now)
       })
 
@@ -254,8 +253,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
 
     return DeviceBucket.of({
       Seen: ({ payload }) => seen(payload.signs),
-      Wake: ({ payload }) => wake(payload.at, true),
-      Tick: ({ payload }) => wake(payload.at, false),
+      Wake: ({ payload }) => wake(payload.at, false),
+      Tick: ({ payload }) => wake(payload.at, true),
       GetDevices: ({ payload }) =>
         Effect.sync(() =>
           payload.deviceIds.flatMap((id) => {
@@ -265,5 +264,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         ),
       RulesChanged: ({ payload }) => rulesChanged(payload.organisationId)
     })
-  })
+  }),
+  // Never idle out of memory: its devices' timers (and their passivation, `host.sweep`) are its own.
+  { maxIdleTime: Duration.infinity }
 )

@@ -7,14 +7,14 @@ import { applies, offlineAfterMs, type OrganisationRules, type Rule } from "./ru
 
 /**
  * The devices of one bucket, each hosting its `deviceMachine`, without I/O: what happens
- * outside (wake-ups to schedule, alerts to raise and clear, rows to store) is collected as
+ * outside (deadlines to keep, alerts to raise and clear, rows to store) is collected as
  * `Effects` for the entity to perform. Time is given (`now`, `at`), so tests drive it.
  *
  * - The machine's offline timer (XState's clock) is a deadline. The host reports the earliest
  *   deadline set in a step (`drain().wake`) and the earliest one held (`nextDeadline`): the
- *   bucket keeps a persisted wake-up before it, for all its devices at once. A later sign of
- *   life moves the deadline but reports nothing: the pending wake-up arrives, finds nothing due
- *   and the bucket asks for the next one.
+ *   bucket sets its own timer for it, for all its devices at once. A later sign of life moves
+ *   the deadline but reports nothing: the timer fires, finds the device not due (once told the
+ *   sign), and is set for the next one.
  * - A plain sign of life (no rule looks at its event) of a device the machine would move no
  *   further than its `lastSeenAt` (online or unwatched) is only noted, without stepping the
  *   machine; the machine is told the newest one before anything else reaches it and before
@@ -29,7 +29,7 @@ export interface DeviceHost {
   activate(activation: Activation, now: number): HostedDevice
   /** A committed sign of life, with the event rules may evaluate. */
   seen(device: HostedDevice, at: number, event: SeenEventValue | undefined, now: number): void
-  /** A wake-up of the bucket arrived: every deadline due at `now` fires. */
+  /** The bucket's timer or a wake-up arrived: every deadline due at `now` fires. */
   wake(now: number): void
   /** The earliest deadline of the devices held; undefined: none. */
   nextDeadline(): number | undefined
@@ -44,7 +44,7 @@ export interface DeviceHost {
   configure(device: HostedDevice, now: number): void
   live(device: HostedDevice): DeviceLive
   forget(deviceId: string): void
-  /** Devices idle since `before`, not online and without a pending wake-up, leave memory. */
+  /** Devices idle since `before`, not online and without a deadline, leave memory. */
   sweep(before: number): ReadonlyArray<HostedDevice>
   /** The effects collected since the last drain. */
   drain(): Effects

@@ -96,12 +96,21 @@ export const readPlaces = (sql: SqlClient, ids: ReadonlyArray<string>) =>
       lastSeenAt: num(r.last_seen_at)
     }])))
 
-/** The devices of a bucket whose rows hold a deadline (hosted by the bucket's last owner). */
+const timedRows = perClient((sql: SqlClient) =>
+  coalesce({
+    run: (buckets: ReadonlyArray<string>) =>
+      sql.query<{ device_id: string; bucket: string }>(
+        "SELECT device_id, bucket FROM device_actors WHERE bucket = ANY($1::text[]) AND wake_at IS NOT NULL",
+        [[...new Set(buckets)]]
+      ),
+    itemKey: (bucket) => bucket,
+    outputKey: (row) => row.bucket
+  })
+)
+
+/** The devices of a bucket whose rows hold a deadline (hosted by the bucket's last owner); coalesced across buckets. */
 export const readTimed = (sql: SqlClient, bucket: string) =>
-  Effect.map(
-    sql.query<{ device_id: string }>("SELECT device_id FROM device_actors WHERE bucket = $1 AND wake_at IS NOT NULL", [bucket]),
-    (rows) => rows.map((r) => r.device_id)
-  )
+  Effect.map(timedRows(sql)([bucket]), (rows) => rows.map((r) => r.device_id))
 
 export interface DeviceRow {
   readonly device: HostedDevice
@@ -148,16 +157,23 @@ const storeRows = perClient((sql: SqlClient) =>
 )
 
 /**
- * Stores devices' machine snapshots with their liveness and scheduled wake-up. A deleted
+ * Stores devices' machine snapshots with their liveness and deadline (`wake_at`). A deleted
  * device is skipped (its row went with it).
  */
 export const writeDeviceRows = (sql: SqlClient, rows: ReadonlyArray<DeviceRow>, now: number) =>
-  storeRows(sql)(rows.map((r) => ({
-    id: r.device.id,
-    // Taken now: the machine may move on before the statement runs.
-    snapshot: JSON.stringify(r.device.actor.getPersistedSnapshot()),
-    liveness: r.liveness,
-    livenessAt: r.livenessAt,
-    wakeAt: r.device.wakeAt,
-    now
-  }))).pipe(Effect.asVoid)
+  Effect.suspend(() => {
+    const stored = rows.map((r) => ({
+      id: r.device.id,
+      // Taken now: the machine may move on before the statement runs.
+      snapshot: JSON.stringify(r.device.actor.getPersistedSnapshot()),
+      liveness: r.liveness,
+      livenessAt: r.livenessAt,
+      wakeAt: r.device.wakeAt,
+      now
+    }))
+    return Effect.map(storeRows(sql)(stored), () => {
+      rows.forEach((r, i) => {
+        r.device.storedWakeAt = stored[i].wakeAt
+      })
+    })
+  })

@@ -24,7 +24,7 @@ export interface Activation {
 }
 
 export interface Effects {
-  /** The earliest deadline set since the last drain (the bucket keeps a wake-up before it); null: none. */
+  /** The earliest deadline set since the last drain; null: none. */
   wake: number | null
   readonly alerts: Array<AlertIntent>
   /** Devices whose liveness left what their row says: stored, then told to their space. */
@@ -45,13 +45,15 @@ export class HostedDevice {
   rulesVersion = -1
   /** Its snapshot changed in a way the rows do not re-derive (baselines): written behind. */
   dirty = false
+  /** The deadline its row holds (`device_actors.wake_at`), as last read or written. */
+  storedWakeAt: number | null
   constructor(
     readonly id: string,
     readonly actor: DeviceActor,
     public place: Place,
     /**
-     * Its deadline (`device_actors.wake_at`: what a bucket's wake-up looks for after a handover;
-     * a sign of life noted since only moves it later); null: no timer.
+     * Its deadline (null: no timer), as of its machine's last step: a sign of life noted since
+     * only moves it later. Its row's (`storedWakeAt`) may be earlier, never later.
      */
     public wakeAt: number | null,
     /** Liveness as stored in its row (what its space counts), and as of when. */
@@ -60,6 +62,8 @@ export class HostedDevice {
     /** Rules for which it may have an open alert (threshold and anomaly). */
     public raised: Array<string>,
     public lastActiveAt: number
-  ) {}
+  ) {
+    this.storedWakeAt = wakeAt
+  }
 }
 

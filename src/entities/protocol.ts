@@ -1,5 +1,5 @@
-import { DateTime, PrimaryKey, Schema } from "effect"
-import { ClusterSchema, DeliverAt, Entity } from "effect/cluster"
+import { Schema } from "effect"
+import { ClusterSchema, Entity } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 
 /**
@@ -9,14 +9,14 @@ import { Rpc } from "effect/rpc"
  *
  * Persisted or volatile:
  * - persisted (stored by the cluster, delivered at least once to whichever process owns the
- *   entity then, deduplicated by primary key): the offline wake-ups of a bucket (at most a few
- *   pending per bucket, not one per device), REST's acknowledge and resolve, space reseeds;
+ *   entity then): REST's acknowledge and resolve, space reseeds;
  * - volatile: what the store re-derives — a sign of life (`devices.last_seen_at` is written in
  *   the same commit as the event, location or session sign: a device rehydrated from its
- *   snapshot catches up from the row) — reads, and the effects of a device bucket's step on its
- *   alerts (`Apply`) and spaces (`Changes`): batched per step, awaited by the step, which is run
- *   again when they do not all complete (a persisted wake-up is delivered again until its
- *   handler finished). Applying them twice is harmless: per-slot `at`, per-device `at`, sets.
+ *   snapshot catches up from the row), an offline deadline (`device_actors.wake_at`, swept for
+ *   the overdue ones: `Wake`) — reads, and the effects of a device bucket's step on its alerts
+ *   (`Apply`) and spaces (`Changes`): batched per step, awaited by the step, which is run again
+ *   when they do not all complete (the deadline stays in the rows until the step wrote them).
+ *   Applying them twice is harmless: per-slot `at`, per-device `at`, sets.
  */
 
 // ---------------------------------------------------------------------------------------------
@@ -52,32 +52,22 @@ export type Sign = typeof Sign.Type
 /** Signs of life of devices of one bucket, after their commit. Volatile (see above). */
 export const Seen = Rpc.make("Seen", { payload: { signs: Schema.Array(Sign) } })
 
-/** Wake-ups of a bucket are rounded up to this: devices falling silent within one quantum share one message. */
-export const WAKE_QUANTUM_MS = 100
-
 /**
- * A bucket's offline wake-up: delivered by the cluster at `at`, to whichever runner owns the
- * bucket then (a restart or handover included); every deadline due in the bucket fires with it.
- * Keyed by bucket and time, so asking twice for the same quantum stores one message.
+ * A bucket's offline wake-up from `OverdueDevices` (`overdue.ts`): some of its devices' rows hold
+ * a deadline (`device_actors.wake_at`) that passed without their owner looking at them — the
+ * owner died, or the bucket is new to this process. Every deadline due in the bucket fires.
+ * Volatile: the deadline stays in the rows, and the next sweep sends it again.
  */
 export class Wake extends Schema.Class<Wake>("voltaic/DeviceBucket/Wake")({
   bucket: Schema.String,
   at: Schema.Number
-}) {
-  [PrimaryKey.symbol]() {
-    return `${this.bucket}@${this.at}`
-  }
-  [DeliverAt.symbol]() {
-    return DateTime.makeUnsafe(this.at)
-  }
-}
-export const WakeUp = Rpc.make("Wake", { payload: Wake }).annotate(ClusterSchema.Persisted, true)
+}) {}
+export const WakeUp = Rpc.make("Wake", { payload: Wake })
 
 /**
  * The bucket's own timer at its earliest deadline, sent by the bucket to itself (volatile): the
- * owner that set a deadline fires it on time without waiting for the stored wake-up to be read
- * back; the stored one, delivered after it, finds nothing due. Lost with its owner, which is what
- * the stored wake-up is for.
+ * owner that set a deadline fires it on time. Lost with its owner, whose devices' rows keep the
+ * deadline for the next one (`Wake`).
  */
 export const Tick = Rpc.make("Tick", { payload: { at: Schema.Number } })
 
@@ -132,8 +122,8 @@ export const AlertOutcome = Schema.Struct({
 
 /**
  * The raises and clears of one device-bucket step, in order. Volatile, and awaited by the step
- * that sends it: a step whose effects are not all done is run again (a persisted wake-up is
- * delivered again; a sign of life is in `devices.last_seen_at`), and a slot applies a raise no
+ * that sends it: a step whose effects are not all done is run again (its deadlines stay in the
+ * rows; a sign of life is in `devices.last_seen_at`), and a slot applies a raise no
  * later than what it has seen, or a clear of an alert not open, as nothing.
  */
 export const Apply = Rpc.make("Apply", { payload: { intents: Schema.Array(AlertIntent) } })

@@ -1,12 +1,18 @@
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { Effect } from "effect"
-import { Sharding } from "effect/cluster"
+import { TestClock } from "effect/testing"
 import { describe, expect, it } from "vitest"
 import { DeviceOwners } from "../../src/entities/DeviceOwners.ts"
+import { GRACE_MS } from "../../src/entities/overdue.ts"
 import { bucketOf, DeviceBucket, type Sign, Space } from "../../src/entities/protocol.ts"
 import { Activity } from "../../src/ingest/Activity.ts"
-import { STORE_KINDS } from "../support/databases.ts"
+import { createPostgresDatabase, STORE_KINDS } from "../support/databases.ts"
 import {
   advance,
+  type Core,
+  coreLayer,
   alertsOf,
   alertsReach,
   eventually,
@@ -89,12 +95,12 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       expect(yield* stored(ids[11])).toMatchObject({ liveness: "online", liveness_at: T0 + 200_000 })
     })), 90_000)
 
-  it("devices of a bucket falling silent together cost one stored wake-up, and no stored message per alert or space change", () =>
+  it("devices of a bucket falling silent together store no cluster message: no wake-up, alert or space change", () =>
     onTestClock(kind, Effect.gen(function*() {
       const org = yield* organisationId
       const space = yield* newSpace(org)
       const rule = yield* newRule(org, "offline", { afterSeconds: AFTER_S })
-      // Eight devices of one bucket (ids chosen by their hash).
+      // Eight devices of one bucket (ids chosen by their hash), falling silent 60 ms apart.
       const ids: Array<string> = []
       for (let i = 0; ids.length < 8; i++) if (bucketOf(`dev_same_${kind}_${i}`) === "b7") ids.push(`dev_same_${kind}_${i}`)
       yield* query(
@@ -102,18 +108,22 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
          SELECT u.id, $2, $3, u.id, u.id, $4, $4 FROM unnest($1::text[]) AS u(id)`,
         [ids, org, space, T0]
       )
-      // Deadlines 60 ms apart within one quantum (WAKE_QUANTUM_MS, ending at T0 + 30 s): one wake-up for all.
       yield* seen(org, ids.slice(0, 4), T0 - 60)
       yield* seen(org, ids.slice(4), T0)
-      yield* advance("35 seconds")
-      yield* alertsReach(rule, ids.length)
-      const stored = yield* query<{ entity_type: string; tag: string; n: number }>(
+      // Their deadlines are in their rows (what a later owner would sweep), not in cluster messages.
+      expect((yield* stored(ids[0]))?.wake_at).toBe(T0 - 60 + AFTER_S * 1000)
+      expect((yield* stored(ids[7]))?.wake_at).toBe(T0 + AFTER_S * 1000)
+      yield* advance(`${AFTER_S} seconds`)
+      const alerts = yield* alertsReach(rule, ids.length)
+      for (const a of alerts) expect(a.first_seen_at).toBe((ids.indexOf(a.device_id) < 4 ? T0 - 60 : T0) + AFTER_S * 1000)
+      const messages = yield* query<{ entity_type: string; tag: string; n: number }>(
         `SELECT entity_type, tag, count(*)::int AS n FROM cluster_messages
          WHERE entity_type IN ('DeviceBucket', 'AlertBucket') OR tag = 'Changes' GROUP BY entity_type, tag`
       )
-      expect(stored).toEqual([{ entity_type: "DeviceBucket", tag: "Wake", n: 1 }])
+      expect(messages).toEqual([])
       const counts = (yield* Space.client)(space).GetSpace()
       yield* eventually(Effect.flatMap(counts, (c) => (c.devicesOffline === 8 && c.openAlerts === 8 ? Effect.void : Effect.fail(c))))
+      for (const id of ids) expect(yield* stored(id)).toMatchObject({ liveness: "offline", wake_at: null })
     })), 90_000)
 
   it("a sign of life that reached the row but not the owner moves the deadline all the same", () =>
@@ -132,29 +142,44 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       expect(alert.first_seen_at).toBe(T0 + 25_000 + AFTER_S * 1000)
     })), 60_000)
 
-  it("a bucket that left memory is woken by the stored deadline, rehydrates its devices and goes offline once", () =>
-    onTestClock(kind, Effect.gen(function*() {
-      const org = yield* organisationId
-      const rule = yield* newRule(org, "offline", { afterSeconds: 150 })
-      const [id] = yield* newDevices(org, 1)
-      yield* seen(org, [id], T0)
-      const sharding = yield* Sharding.Sharding
-      // Idle past the cluster's entityMaxIdleTime (1 min, reaped every 30 s): the bucket leaves memory long before its deadline.
-      let idle = 0
-      while ((yield* sharding.activeEntityCount) > 0) {
-        expect(idle).toBeLessThan(120)
-        yield* advance("5 seconds")
-        idle += 5
-      }
-      expect(idle).toBeGreaterThanOrEqual(60)
-      expect(yield* stored(id)).toMatchObject({ value: "online", wake_at: T0 + 150_000 })
-      yield* advance(`${150 - idle + 5} seconds`)
-      const [alert] = yield* alertsReach(rule, 1)
-      expect(alert).toMatchObject({ device_id: id, first_seen_at: T0 + 150_000 })
-      yield* advance("60 seconds")
-      expect(yield* alertsOf(rule)).toHaveLength(1)
-      expect(yield* stored(id)).toMatchObject({ value: "offline", liveness: "offline", wake_at: null })
-    })), 90_000)
+  it("devices that fell silent while no process ran: after the restart, their deadlines are swept and each goes offline once", async () => {
+    const db = kind === "postgres" ? await createPostgresDatabase() : undefined
+    const dir = kind === "pglite" ? mkdtempSync(join(tmpdir(), "voltaic-restart-")) : undefined
+    const database = db?.url ?? { dataDir: dir! }
+    const process = <A, E>(program: Effect.Effect<A, E, Core>) => Effect.scoped(Effect.provide(program, coreLayer(database)))
+    try {
+      await Effect.runPromise(Effect.gen(function*() {
+        yield* TestClock.setTime(T0 - 10_000)
+        const { rule, ids } = yield* process(Effect.gen(function*() {
+          yield* advance("10 seconds")
+          const org = yield* organisationId
+          const rule = yield* newRule(org, "offline", { afterSeconds: 150 })
+          const ids = yield* newDevices(org, 3)
+          yield* seen(org, ids, T0)
+          for (const id of ids) expect(yield* stored(id)).toMatchObject({ value: "online", wake_at: T0 + 150_000 })
+          return { rule, ids }
+        }))
+        // No process runs past the deadline...
+        yield* TestClock.adjust("200 seconds")
+        // ...then one starts: nothing but the rows knows the devices.
+        yield* process(Effect.gen(function*() {
+          yield* advance(`${GRACE_MS / 1000 + 2} seconds`)
+          const alerts = yield* alertsReach(rule, 3)
+          for (const a of alerts) expect(a).toMatchObject({ first_seen_at: T0 + 150_000 })
+          // Swept at the start (the deadline passed while no process ran), not at a later one.
+          const created = yield* query<{ created_at: number }>("SELECT created_at FROM alerts WHERE alert_rule_id = $1", [rule])
+          for (const c of created) expect(Number(c.created_at)).toBeLessThanOrEqual(T0 + 200_000 + 2_000)
+          expect(alerts.map((a) => a.device_id).sort()).toEqual([...ids].sort())
+          yield* advance("60 seconds")
+          expect(yield* alertsOf(rule)).toHaveLength(3)
+          for (const id of ids) expect(yield* stored(id)).toMatchObject({ value: "offline", liveness: "offline", wake_at: null })
+        }))
+      }).pipe(Effect.provide(TestClock.layer()), Effect.scoped))
+    } finally {
+      await db?.drop()
+      if (dir !== undefined) rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
 
   it("rules changed: hosted devices follow a new afterSeconds, and stop being watched without an offline rule", () =>
     onTestClock(kind, Effect.gen(function*() {

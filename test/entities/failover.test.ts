@@ -17,7 +17,7 @@ const SHARD_HOLDERS = `SELECT count(DISTINCT pid)::int AS holders, count(*)::int
 
 /**
  * Two server processes on one Postgres and NATS; the one killed with SIGKILL owned some of the
- * devices that had just fallen silent: only the stored wake-ups of its buckets are left to fire their deadlines.
+ * devices that had just fallen silent: only their rows' deadlines are left, swept by the survivor (`OverdueDevices`).
  */
 describe("kill -9 of the owner of silent devices", () => {
   let db: TestDatabase

@@ -10,11 +10,15 @@ import { createPostgresDatabase, type StoreKind } from "../support/databases.ts"
 /** An epoch for TestClock: the cluster compares `deliver_at` with the clock's milliseconds. */
 export const T0 = Date.parse("2026-01-01T00:00:00Z")
 
-/** The core of one process (store, bus in memory, cluster and its entities) on a database. */
-export const coreLayer = (database: string) =>
+/**
+ * The core of one process (store, bus in memory, cluster and its entities) on a database: a
+ * `postgres://` URL, `memory://`, or `{ dataDir }` for PGlite in a directory (which a later core
+ * may open again, as a restart would).
+ */
+export const coreLayer = (database: string | { readonly dataDir: string }) =>
   coreOn(Bus.memory).pipe(
     Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({
-      DATABASE_URL: database,
+      ...(typeof database === "string" ? { DATABASE_URL: database } : { DATA_DIR: database.dataDir }),
       BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
       ADMIN_EMAIL,
       ADMIN_PASSWORD,
