@@ -30,7 +30,9 @@
  * (200000), BENCH_PARTS (pure,postgres; also pglite), BENCH_PG_ADMIN_URL (the server and a
  * database to connect to for CREATE DATABASE; postgres://postgres@127.0.0.1:5432/test),
  * BENCH_NO_RECORD (set: do not append to RESULTS.md), BENCH_CHILD_LOG (a file: each part's log,
- * warnings included, is appended to it).
+ * warnings included, is appended to it), BENCH_PEER (a checkout of an earlier commit: each store
+ * part is run again with that commit's bench/actors.ts, in the same run, its rows labelled with
+ * the commit).
  */
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -687,11 +689,16 @@ process.on("exit", () => {
   for (const c of running) c.kill("SIGKILL")
 })
 
-/** Runs one part in its own process with `--expose-gc`; progress goes to stderr as it comes. */
-const runPart = (part: Part): Promise<unknown> =>
+/**
+ * Runs one part in its own process with `--expose-gc`; progress goes to stderr as it comes. With
+ * `peer`, the part of the peer's own bench/actors.ts (a checkout of an earlier commit), in its
+ * directory: the same settings, the same machine, the same run.
+ */
+const runPart = (part: Part, peer?: string): Promise<unknown> =>
   new Promise((resolvePart, reject) => {
-    const c = spawn(process.execPath, ["--expose-gc", "--max-old-space-size=4096", ...(process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]), "--import", "tsx", self, CHILD, part], {
-      cwd: root,
+    const script = peer === undefined ? self : resolve(peer, "bench/actors.ts")
+    const c = spawn(process.execPath, ["--expose-gc", "--max-old-space-size=4096", ...(process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]), "--import", "tsx", script, CHILD, part], {
+      cwd: peer ?? root,
       env: process.env,
       stdio: ["ignore", "pipe", "inherit"]
     })
@@ -893,7 +900,7 @@ const record = (date: string, tables: ReadonlyArray<[string, Table]>, lines: Rea
 ## Device actors (bench:actors): ${date}
 
 \`npm run bench:actors\` (bench/actors.ts): ${int(settings.devices)} device actors, alone (no I/O) and hosted by the device buckets
-(cluster entities, single runner on PGlite, HTTP runner on Postgres) of the in-process app (CoreLive) on a fresh store; activity fed through the in-process \`Activity\` service as Ingest publishes it.
+(cluster entities, single runner on PGlite, HTTP runner on Postgres) of the in-process app (CoreLive) on a fresh store; activity fed through the in-process \`Activity\` service as Ingest publishes it.${peer === undefined ? "" : ` Rows marked "peer ${peer.commit}" are that commit's own bench/actors.ts and app, run in the same run with the same settings, one part after the other.`}
 
 - Machine: ${machine()}. Postgres 15 runs on the same machine, sharing its cores. Load average (1/5/15 min) at the start
   ${loadAt.start}, at the end ${loadAt.end}: other work (another benchmark, test suites) was running on the machine, so
@@ -919,6 +926,31 @@ ${lines.map((l) => `- ${l}`).join("\n")}
 
 // ---------------------------------------------------------------------------------------
 
+/** This build against the peer on each store, as ratios (this ÷ peer). */
+const peerRatios = (sup: ReadonlyArray<BucketsResult>): Array<string> =>
+  peer === undefined ? [] : sup.flatMap((theirs) => {
+    const ours = sup.find((r) => `${r.store}, peer ${peer.commit}` === theirs.store)
+    if (ours === undefined) return []
+    const rate = (r: BucketsResult, which: (name: string) => boolean) => {
+      const p = r.phases.find((x) => which(x.name))
+      return p === undefined ? Number.NaN : p.count / p.seconds
+    }
+    const activation = (name: string) => name.startsWith("activate ") && !name.includes("idle")
+    const events = (name: string) => name.endsWith(" events to hosted actors")
+    const x = (a: number, b: number) => `×${(a / b).toFixed(2)}`
+    return [
+      `Against peer ${peer.commit} on ${ours.store} (this ÷ peer): lateness to the row p50 ${x(ours.lateness.row.p50, theirs.lateness.row.p50)}, ` +
+        `p99 ${x(ours.lateness.row.p99, theirs.lateness.row.p99)}; to delivery p99 ${x(ours.lateness.delivered.p99, theirs.lateness.delivered.p99)}; ` +
+        `heap per hosted actor ${x(ours.heapPerHosted, theirs.heapPerHosted)}; activations/s ${x(rate(ours, activation), rate(theirs, activation))}; ` +
+        `events/s to hosted actors ${x(rate(ours, events), rate(theirs, events))}.`
+    ]
+  })
+
+/** BENCH_PEER: a checkout of the peer (`git worktree add --detach <dir> <commit>`, then `npm ci` in it). */
+const peer = process.env.BENCH_PEER === undefined || process.env.BENCH_PEER === ""
+  ? undefined
+  : { dir: resolve(process.env.BENCH_PEER), commit: execFileSync("git", ["-C", resolve(process.env.BENCH_PEER), "rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim() }
+
 const main = async (): Promise<number> => {
   const unknown = settings.parts.filter((p) => !isPart(p))
   if (unknown.length > 0) throw new Error(`BENCH_PARTS: unknown ${unknown.join(", ")}; use ${PARTS.join(", ")}`)
@@ -935,6 +967,11 @@ const main = async (): Promise<number> => {
     const result = await runPart(part)
     if (part === "pure") pure = result as PureResult
     else sup.push(result as BucketsResult)
+    if (part !== "pure" && peer !== undefined) {
+      // The peer's result has the same shape (its supervisor where the buckets are); its rows are labelled.
+      const theirs = await runPart(part, peer.dir) as BucketsResult
+      sup.push({ ...theirs, store: `${theirs.store}, peer ${peer.commit}` })
+    }
   }
   const tables: Array<[string, Table]> = []
   if (pure !== undefined) tables.push(["Actors alone (no I/O)", pureTable(pure)])
@@ -943,7 +980,7 @@ const main = async (): Promise<number> => {
     tables.push(["Memory through the device buckets", memoryTable(sup)])
     tables.push([`Offline-alert lateness, ${int(settings.silent)} devices silent at once`, latenessTable(sup)])
   }
-  const lines = [...verdicts(pure, sup), ...sup.flatMap((r) => r.warnings.map((w) => `⚠ ${r.store}: ${w}`))]
+  const lines = [...verdicts(pure, sup), ...peerRatios(sup), ...sup.flatMap((r) => r.warnings.map((w) => `⚠ ${r.store}: ${w}`))]
   console.log("")
   for (const [title, t] of tables) console.log(`${title}\n\n${textTable(t)}\n`)
   for (const l of [...lines, ...analysisNotes(sup)]) console.log(l.replaceAll("**", "").replaceAll("`", ""))

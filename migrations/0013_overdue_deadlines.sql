@@ -1,4 +1,4 @@
--- The offline deadlines in device_actors.wake_at are swept for those left overdue (their bucket's
--- owner died, or no process hosts the bucket yet): src/entities/overdue.ts reads the buckets of
--- rows whose deadline passed, every second, by this index. Normally it finds none.
+-- The offline deadlines in device_actors.wake_at are swept (src/entities/overdue.ts): every second, each process
+-- reads the buckets whose rows hold a deadline due within 2 s, by this index, to wake those it owns and does not
+-- host yet (a restart, a handover) and those left overdue.
 CREATE INDEX device_actors_wake_at ON device_actors (wake_at, bucket) WHERE wake_at IS NOT NULL;

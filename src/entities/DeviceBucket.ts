@@ -17,11 +17,11 @@ import { Rules } from "./rules.ts"
  * - the offline timers: the bucket's own timer (`Tick`, `bucketTimer.ts`) at its earliest
  *   deadline. Every deadline due fires with it, once the devices' rows confirmed their silence
  *   (a `Seen` lost on the way, or one that reached another owner, is in the row). Each device's
- *   row keeps its deadline (`device_actors.wake_at`, never later than the one held here), and a
- *   stored deadline that passed unhandled — its owner died, or the bucket is new to this
- *   process — is swept by `OverdueDevices` (`overdue.ts`), which sends the bucket a `Wake`. On
- *   its first tick or wake-up a bucket reads the devices of its rows that have a deadline (they
- *   were hosted by the last owner, which passivates none with a timer);
+ *   row keeps its deadline (`device_actors.wake_at`, never later than the one held here); the
+ *   sweep of stored deadlines (`overdue.ts`) sends a `Wake` to a bucket not hosted yet before
+ *   its earliest one (a restart, a handover), and to one whose stored deadline passed unhandled.
+ *   On its first tick or wake-up a bucket reads the devices of its rows that have a deadline
+ *   (they were hosted by the last owner, which passivates none with a timer);
  * - alerts: the step's raises and clears in one `Apply` to the bucket's AlertBucket entity;
  * - liveness (online, offline, neither): the rows, then the spaces' `Changes` (`SpaceChanges`;
  *   a space seeds from those rows: it is never told a change older than what it read).
@@ -241,7 +241,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => host.sweep(now - PASSIVATE_AFTER_MS))),
       SWEEP_EVERY
     )))
-    residents.add(bucket, host)
+    residents.add(bucket, { devices: host.devices, timed: () => timedRead })
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         residents.remove(bucket)

@@ -4,7 +4,7 @@ import { Clock, Effect, Scope } from "effect"
  * A device bucket's own timer (`DeviceBucket.ts`) for its devices' offline deadlines: `Tick`,
  * a volatile message the bucket sends itself at its earliest deadline, handled between its other
  * messages. It fires on time, and is lost with the instance: the deadlines stay in the devices'
- * rows (`device_actors.wake_at`), where `OverdueDevices` (`overdue.ts`) finds those left overdue.
+ * rows (`device_actors.wake_at`), which the sweep of stored deadlines (`overdue.ts`) reads.
  */
 export interface BucketTimer {
   /** Sets the timer for `deadline`, unless it is set for it or earlier already. */

@@ -13,8 +13,8 @@ import { SpaceChanges } from "./spaceChanges.ts"
  * Every entity this process can host (device buckets, alerts, spaces), registered with the
  * cluster's sharding: a process hosts those whose shards it owns. With them, what reaches
  * them from here: signs of life after their commit (`SeenSender`), live reads and rules
- * changes (`DeviceOwners`); and, on one process of the cluster, the sweep of overdue deadlines
- * (`OverdueDevices`).
+ * changes (`DeviceOwners`); and the sweep of the deadlines stored for the buckets it owns
+ * (`overdue.ts`).
  */
 export const EntitiesLive = Layer.mergeAll(AlertEntityLive, SpaceLive, DeviceBucketLive, OverdueDevicesLive, DeviceOwners.layer, SeenSenderLive).pipe(
   Layer.provideMerge(Layer.mergeAll(Rules.layer, ResidentBuckets.layer, SpaceChanges.layer))

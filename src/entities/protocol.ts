@@ -53,10 +53,11 @@ export type Sign = typeof Sign.Type
 export const Seen = Rpc.make("Seen", { payload: { signs: Schema.Array(Sign) } })
 
 /**
- * A bucket's offline wake-up from `OverdueDevices` (`overdue.ts`): some of its devices' rows hold
- * a deadline (`device_actors.wake_at`) that passed without their owner looking at them — the
- * owner died, or the bucket is new to this process. Every deadline due in the bucket fires.
- * Volatile: the deadline stays in the rows, and the next sweep sends it again.
+ * A bucket's wake-up from the sweep of stored deadlines (`overdue.ts`): some of its devices' rows
+ * hold a deadline (`device_actors.wake_at`) due soon and the bucket has not read them (it is new
+ * to this process: a restart, a handover), or one that passed without their owner handling it.
+ * The bucket reads them, and every deadline due fires. Volatile: the deadline stays in the rows,
+ * and the next sweep sends it again.
  */
 export class Wake extends Schema.Class<Wake>("voltaic/DeviceBucket/Wake")({
   bucket: Schema.String,

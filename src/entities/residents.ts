@@ -3,17 +3,21 @@ import { Context, Layer } from "effect"
 /** What a resident bucket shows of itself: the devices it holds in memory. */
 export interface Resident {
   readonly devices: ReadonlyMap<string, unknown>
+  /** Whether it read the deadlines its rows hold (its devices an earlier owner left with one). */
+  readonly timed: () => boolean
 }
 
 /**
  * The device buckets resident in this process (their entity is active here), for what reaches
  * every hosted device of an organisation: a rules change, announced to every process, is sent
  * only to the buckets each one hosts. A bucket not resident reads the rules when it activates.
+ * The sweep of stored deadlines (`overdue.ts`) wakes the buckets not resident here in time.
  */
 export class ResidentBuckets extends Context.Service<ResidentBuckets, {
   readonly add: (bucket: string, resident: Resident) => void
   readonly remove: (bucket: string) => void
   readonly list: () => ReadonlyArray<string>
+  readonly get: (bucket: string) => Resident | undefined
   /** Devices held in memory by the buckets resident here (metrics, benchmarks). */
   readonly hostedDevices: () => number
 }>()("voltaic/entities/ResidentBuckets") {
@@ -27,6 +31,7 @@ export class ResidentBuckets extends Context.Service<ResidentBuckets, {
         buckets.delete(bucket)
       },
       list: () => [...buckets.keys()],
+      get: (bucket) => buckets.get(bucket),
       hostedDevices: () => {
         let n = 0
         for (const resident of buckets.values()) n += resident.devices.size
