@@ -29,8 +29,10 @@
  * BENCH_SERVER_NODE_ARGS (extra node flags for the Voltaic servers, e.g. `--max-semi-space-size=64`),
  * BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
  * BENCH_LOAD_CLIENT (lean: MQTT publishers on bench/lean-mqtt.ts; mqtt.js: on the mqtt package),
- * BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ * BENCH_PEER (a checkout of an earlier commit: the target `peer`, on by default then, runs that
+ * commit's own server on Postgres in the same run), BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
+import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { appendFileSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { type AddressInfo, connect, createServer } from "node:net"
@@ -89,11 +91,16 @@ const listSetting = (name: string, fallback: string, allowed: ReadonlyArray<stri
   return list
 }
 
-const TARGETS = ["aedes", "mosquitto", "postgres", "pglite"] as const
+const TARGETS = ["aedes", "mosquitto", "postgres", "pglite", "peer"] as const
+
+/** BENCH_PEER: a checkout of an earlier commit (`git worktree add --detach <dir> <commit>`, `npm ci` in it). */
+const peer = process.env.BENCH_PEER === undefined || process.env.BENCH_PEER === ""
+  ? undefined
+  : { dir: resolve(process.env.BENCH_PEER), commit: execFileSync("git", ["-C", resolve(process.env.BENCH_PEER), "rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim() }
 const CASES = ["idle", "latency", "qos0", "qos1", "coap", "http"] as const
 
 const settings = {
-  targets: listSetting("BENCH_TARGETS", TARGETS.join(","), TARGETS),
+  targets: listSetting("BENCH_TARGETS", TARGETS.filter((t) => t !== "peer" || peer !== undefined).join(","), TARGETS),
   cases: listSetting("BENCH_CASES", CASES.join(","), CASES),
   durationSeconds: intSetting("BENCH_DURATION", 10, 1),
   latencySeconds: intSetting("BENCH_LATENCY_DURATION", 60, 1),
@@ -137,7 +144,7 @@ const AIMS = {
 // Targets
 
 interface Target {
-  /** "bare aedes", "Mosquitto", "Postgres", "PGlite" (the last two: Voltaic on that store). */
+  /** "bare aedes", "Mosquitto", "Postgres", "PGlite" (the last two: Voltaic on that store), "Postgres, peer <commit>" (BENCH_PEER). */
   readonly name: string
   readonly ceiling: boolean
   /** The broker process, for CPU and memory. */
@@ -293,19 +300,20 @@ const seed = async (url: string): Promise<Array<DeviceCredential>> => {
 }
 
 const startVoltaic = async (
-  name: "Postgres" | "PGlite",
+  name: string,
   databaseUrl: string,
   database: string | undefined,
   cleanup: () => Promise<void>,
   stored: (httpUrl: string, devices: ReadonlyArray<DeviceCredential>) => (eventName: string) => Promise<number>,
-  afterSeed: () => Promise<void> = async () => {}
+  afterSeed: () => Promise<void> = async () => {},
+  entry = settings.entry
 ): Promise<Target> => {
   const profile = settings.cpuProfDir === undefined
     ? []
     // One directory per target: tsx's loader thread writes a profile of its own beside the main thread's.
-    : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase())}`]
+    : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase().replace(/[^a-z0-9]+/g, "-"))}`]
   const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
-  const child = node(`voltaic (${name})`, [...settings.serverNodeArgs, ...profile, ...brokerFlags, settings.entry], env)
+  const child = node(`voltaic (${name})`, [...settings.serverNodeArgs, ...profile, ...brokerFlags, entry], env)
   const close = onShutdown(async () => {
     await stop(child, 15_000)
     await cleanup()
@@ -344,7 +352,7 @@ const storedOverRest = (httpUrl: string, devices: ReadonlyArray<DeviceCredential
 
 const startPglite = () => startVoltaic("PGlite", "memory://", undefined, async () => {}, storedOverRest)
 
-const startPostgres = async (): Promise<Target> => {
+const startPostgres = async (on?: { readonly dir: string; readonly commit: string }): Promise<Target> => {
   const db = await createBenchDatabase(settings.pgAdminUrl, "voltaic_ingest")
   // Registered before the server so that it runs after the server has stopped.
   const drop = onShutdown(db.drop)
@@ -353,16 +361,23 @@ const startPostgres = async (): Promise<Target> => {
     return row.n
   }
   // As in bench:rest: a running server's tables have been analyzed by autovacuum.
-  return startVoltaic("Postgres", db.url, db.name, drop, stored, async () => {
+  return startVoltaic(on === undefined ? "Postgres" : `Postgres, peer ${on.commit}`, db.url, db.name, drop, stored, async () => {
     await db.query("ANALYZE")
-  })
+  }, on === undefined ? settings.entry : resolve(on.dir, "src/main.ts"))
+}
+
+/** The peer's server (its own src/main.ts, migrations and dependencies) on Postgres, like ours. */
+const startPeer = (): Promise<Target> => {
+  if (peer === undefined) throw new Error("BENCH_TARGETS peer: set BENCH_PEER to a checkout of the peer")
+  return startPostgres(peer)
 }
 
 const targetStarters: Record<(typeof TARGETS)[number], () => Promise<Target>> = {
   aedes: startAedes,
   mosquitto: startMosquitto,
-  postgres: startPostgres,
-  pglite: startPglite
+  postgres: () => startPostgres(),
+  pglite: startPglite,
+  peer: startPeer
 }
 
 // ---------------------------------------------------------------------------------------
@@ -835,6 +850,17 @@ const verdicts = (r: Results): Array<string> => {
   )
   verdict(`Postgres, ≤ ${AIMS.kbPerConnection} KB per idle MQTT connection`, r.idle.find((c) => c.target === "Postgres")?.kbPerConnection, (v) => v <= AIMS.kbPerConnection, (v) => `${v.toFixed(1)} KB`)
   verdict(`PGlite, MQTT QoS 0 ≥ ${int(AIMS.pglite)} stored events/s`, tp("PGlite", "MQTT QoS 0")?.eventsPerSecond, (v) => v >= AIMS.pglite, perSecond)
+  if (peer !== undefined) {
+    // Issue 16: the cluster layer may cost at most 10 % of the peer's stored QoS 1 events/s.
+    const ours = tp("Postgres", "MQTT QoS 1")?.eventsPerSecond
+    const theirs = tp(`Postgres, peer ${peer.commit}`, "MQTT QoS 1")?.eventsPerSecond
+    verdict(
+      `Postgres, MQTT QoS 1 stored events/s at least 90 % of peer ${peer.commit}'s (same run)`,
+      ours === undefined || theirs === undefined ? undefined : ours / theirs,
+      (v) => v >= 0.9,
+      (v) => `×${v.toFixed(2)}: ${int(ours ?? 0)} against ${int(theirs ?? 0)} events/s`
+    )
+  }
   return out
 }
 
@@ -874,7 +900,7 @@ aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker
   The load generators (${settings.loadProcs} publishing processes, ${process.env.BENCH_LOAD_CLIENT === "mqtt.js" ? "mqtt.js" : "bench/lean-mqtt.ts (mqtt-packet on a socket)"} / coap / node:http; the subscriber and idle connections on mqtt.js) share the ${cpus().length} cores with the
   server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
   what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
-- Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory). Devices are
+- Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory).${peer === undefined ? "" : ` "Postgres, peer ${peer.commit}" is that commit's own server (its src/main.ts, migrations and dependencies, from its checkout) on a fresh database, in the same run, with the same flags and load.`} Devices are
   created over REST; every case starts after ${settings.warmupSeconds} s of warm-up and measures ${settings.durationSeconds} s (latency: ${settings.latencySeconds} s).
 - Memory: VmRSS of the broker process (Mosquitto: a private instance of the same binary, default settings, as the
   system daemon's allocator keeps what earlier runs freed; after a full GC on the Node brokers: \`--expose-gc\` and bench/memory-probe.ts,
