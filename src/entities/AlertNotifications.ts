@@ -102,7 +102,9 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
           })
         })
 
-      const send = ({ alert, rule, template, recipients }: Effect.Success<ReturnType<typeof prepare>>[number]) =>
+      type Prepared = Effect.Success<ReturnType<typeof prepare>>[number]
+
+      const send = ({ alert, rule, template, recipients }: Prepared) =>
         Effect.gen(function*() {
           const outcomes = yield* notifier.notify({
             alert: { ...alert },
@@ -129,7 +131,6 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
           }
         }).pipe(Effect.catchCause((cause) => Effect.logError("alert notification failed", cause)))
 
-      type Prepared = Effect.Success<ReturnType<typeof prepare>>[number]
       const ready = yield* Queue.bounded<Prepared>(NOTIFY_CONCURRENCY)
       // One fiber reads for batches of what was opened; the senders take the notifications one by one.
       yield* Effect.forkScoped(Effect.forever(

@@ -1,7 +1,7 @@
 import { Clock, Effect, Layer } from "effect"
 import { EntityId, Sharding } from "effect/cluster"
 import { Sql, type SqlClient } from "../store/Sql.ts"
-import { DeviceBucket, Wake } from "./protocol.ts"
+import { DeviceBucket } from "./protocol.ts"
 import { ResidentBuckets } from "./residents.ts"
 
 /**
@@ -51,7 +51,7 @@ export const OverdueDevicesLive = Layer.effectDiscard(Effect.gen(function*() {
       return resident === undefined || !resident.timed() || first < now - GRACE_MS
     })
     yield* Effect.forEach(wake, ({ bucket }) =>
-      buckets(bucket).Wake(new Wake({ bucket, at: now }), { discard: true }).pipe(
+      buckets(bucket).Wake({ at: now }, { discard: true }).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`deadline sweep: bucket ${bucket} not woken, next sweep`, cause))
       ), { concurrency: CONCURRENCY, discard: true })
   }).pipe(Effect.catchCause((cause) => Effect.logWarning("deadline sweep failed", cause)))

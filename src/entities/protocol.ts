@@ -59,11 +59,7 @@ export const Seen = Rpc.make("Seen", { payload: { signs: Schema.Array(Sign) } })
  * The bucket reads them, and every deadline due fires. Volatile: the deadline stays in the rows,
  * and the next sweep sends it again.
  */
-export class Wake extends Schema.Class<Wake>("voltaic/DeviceBucket/Wake")({
-  bucket: Schema.String,
-  at: Schema.Number
-}) {}
-export const WakeUp = Rpc.make("Wake", { payload: Wake })
+export const Wake = Rpc.make("Wake", { payload: { at: Schema.Number } })
 
 /**
  * The bucket's own timer at its earliest deadline, sent by the bucket to itself (volatile): the
@@ -91,7 +87,7 @@ export const GetDevices = Rpc.make("GetDevices", {
 /** The rules of an organisation changed: reconfigure its hosted devices. Volatile: a bucket reads rules when it activates. */
 export const RulesChanged = Rpc.make("RulesChanged", { payload: { organisationId: Schema.String } })
 
-export const DeviceBucket = Entity.make("DeviceBucket", [Seen, WakeUp, Tick, GetDevices, RulesChanged])
+export const DeviceBucket = Entity.make("DeviceBucket", [Seen, Wake, Tick, GetDevices, RulesChanged])
 
 // ---------------------------------------------------------------------------------------------
 // Alerts: one entity per device bucket (entity id = the bucket's, `bucketOf(deviceId)`: the same
