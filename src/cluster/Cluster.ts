@@ -59,7 +59,11 @@ export const CLUSTER_TIMINGS = {
   runnerHealthCheckInterval: "1 second",
   entityMessagePollInterval: "250 millis",
   entityReplyPollInterval: "250 millis",
-  sendRetryInterval: "50 millis"
+  sendRetryInterval: "50 millis",
+  // Messages to entities of this process are handed over as they are, not encoded and decoded
+  // on the way (the default, which simulates a remote send): every payload is built fresh by its
+  // sender and never changed after, and a remote send still goes through the schemas.
+  simulateRemoteSerialization: false
 } satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
 
 /** The runner endpoint of this process, served by the HTTP app (Postgres only). */

@@ -26,11 +26,12 @@ import { Rules, watchesEvent } from "./rules.ts"
 const MAX_EVENTS = 64
 /**
  * A bucket is sent at most once per SPACING_MS: under load, what comes for it meanwhile is folded
- * into its next message, which bounds the messages (and their cost) to 1,024 buckets per spacing
- * whatever the event rate. A bucket idle for as long is sent at once. With 1,000 devices spread
- * over ~630 buckets, 100 ms meant about a message per 1.5 events: bench:ingest QoS 1 measured
- * 94 µs of server CPU per event (9,273 events/s, ×0.80 of the peer's); 250 ms, 78 µs (10,917/s).
- * The price: under load a sign reaches its owner (threshold rules) up to 250 ms later.
+ * into its next message, which bounds the messages (and their cost) to one per bucket
+ * (`BUCKETS`) per spacing whatever the event rate. A bucket idle for as long is sent at once.
+ * With 1,000 devices spread over ~630 of 1,024 buckets, 100 ms meant about a message per 1.5
+ * events: bench:ingest QoS 1 measured 94 µs of server CPU per event (9,273 events/s, ×0.80 of the
+ * peer's); 250 ms, 78 µs (10,917/s). The price: under load a sign reaches its owner (threshold
+ * rules) up to 250 ms later.
  */
 const SPACING_MS = 250
 /** `Seen` messages on their way at once (one per bucket at most). */

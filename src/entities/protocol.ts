@@ -23,10 +23,18 @@ import { Rpc } from "effect/rpc"
 // Device buckets: one entity per bucket of devices (entity id `b<n>`), hosting each device's
 // `deviceMachine`. Bucketing keeps a hosted device under 10 KB (the cluster costs ~14.5 KB per
 // resident entity: docs/cluster-spike.md) and lets ingest send one message per bucket per batch.
+//
+// 64 buckets: every message to a bucket and every step of one has a fixed cost (the cluster's
+// envelope, mailbox and reply; a step's statements and its messages to alerts and spaces), so
+// fewer, fuller buckets cost less per event and per alert. Measured on 2 cores (bench/RESULTS.md,
+// 2026-11-26): MQTT QoS 1 ingest 57 µs of server CPU per event with 1,024 buckets, 52 with 256,
+// 35–46 with 64; 10,000 devices silent at once, offline-alert p99 3.2 s, 2.2 s and 1.07 s. 64
+// still spreads over the cluster's 300 shards and a few dozen processes. Changing it moves every
+// device to another bucket: a migration recomputes `device_actors.bucket` (0014).
 
-export const BUCKETS = 1024
+export const BUCKETS = 64
 
-/** FNV-1a of the device id: stable across processes and releases (a bucket's id is its address). */
+/** FNV-1a of the device id: the same in every process (a bucket's id is its address). */
 export const bucketOf = (deviceId: string): string => {
   let hash = 0x811c9dc5
   for (let i = 0; i < deviceId.length; i++) hash = Math.imul(hash ^ deviceId.charCodeAt(i), 0x01000193)
