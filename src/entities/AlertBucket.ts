@@ -20,9 +20,11 @@ import { SpaceChanges } from "./spaceChanges.ts"
  * here, by one owner, one message at a time: two resolves, or a resolve racing an auto-resolve,
  * are applied in some order and the second finds the alert resolved.
  *
- * A batch costs a few statements whatever its size: one reads the slots not held, one inserts
- * the alerts opened (`alerts_one_open` turns away a slot opened behind this entity: it is read
- * again and its intents applied again), one updates those repeated, cleared or resolved.
+ * A batch costs a few statements whatever its size: one reads the slots not held (but those
+ * with only raises, the usual case of a burst of offline alerts), one inserts the alerts opened
+ * (guarded by the slot's rows, and `alerts_one_open`: a slot with an open or newer alert, or one
+ * opened behind this entity, is read and its intents applied again), one updates those repeated,
+ * cleared or resolved.
  * After the rows, each written alert is published on the bus (`devices/{id}/alerts`), a newly
  * opened one is handed to the notifications (off this path), and the spaces are told which
  * alerts of the batch's slots are open or closed, awaited (`SpaceChanges`: one message per space
@@ -33,8 +35,8 @@ import { SpaceChanges } from "./spaceChanges.ts"
  * open do nothing; the spaces are told the touched slots' state again, which they count once.
  */
 
-/** Attempts for slots whose rows changed behind this entity (read again each time). */
-const ATTEMPTS = 3
+/** Attempts for slots whose rows changed behind this entity (read again each time after the first). */
+const ATTEMPTS = 4
 
 export const AlertBucketLive = AlertBucket.toLayer(
   Effect.gen(function*() {
@@ -99,6 +101,19 @@ export const AlertBucketLive = AlertBucket.toLayer(
         return stale
       })
 
+    /** The slots not held whose intents in `intents` are all raises. */
+    const raisesOnly = (intents: ReadonlyArray<AlertIntent>) => {
+      const keys = new Set<string>()
+      const cleared = new Set<string>()
+      for (const i of intents) {
+        const key = slotKey(i.ruleId, i.deviceId)
+        if (i.kind === "clear") cleared.add(key)
+        else if (!slots.has(key)) keys.add(key)
+      }
+      for (const key of cleared) keys.delete(key)
+      return keys
+    }
+
     const apply = (intents: ReadonlyArray<AlertIntent>) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
@@ -108,7 +123,10 @@ export const AlertBucketLive = AlertBucket.toLayer(
         let again = false
         for (let attempt = 0; pending.length > 0; attempt++) {
           if (attempt === ATTEMPTS) return yield* Effect.die(new Error(`alert bucket: slots keep changing behind it`))
-          yield* load(pending.map((i) => ({ ruleId: i.ruleId, deviceId: i.deviceId })), again)
+          // A slot not held whose intents are all raises is not read first: its alert is opened
+          // with a guard on the slot's rows (`insertAlerts`), and read only if the guard refuses it.
+          const unread = again ? new Set<string>() : raisesOnly(pending)
+          yield* load(pending.filter((i) => !unread.has(slotKey(i.ruleId, i.deviceId))), again)
           const stale = yield* write(planIntents(slots, pending), now)
           for (const key of stale) slots.delete(key)
           pending = pending.filter((i) => stale.has(slotKey(i.ruleId, i.deviceId)))

@@ -115,8 +115,11 @@ export interface Opening {
 export const newAlertId = () => newId("alt")
 
 /**
- * Opens alerts, one statement: those whose slot has an open one already (the partial unique
- * index `alerts_one_open`) are not inserted, and are missing from the answer.
+ * Opens alerts, one statement: those whose slot has an open alert already, or one seen as late as
+ * the new one (the raise was applied before), are not inserted, and are missing from the answer;
+ * so an opening planned on a slot that was never read (`AlertBucket`: a raise of a slot it does
+ * not hold) is inserted only where the slot's rows allow it. The partial unique index
+ * `alerts_one_open` turns away one opened concurrently.
  */
 const insertRows = perClient((sql: SqlClient) =>
   coalesce({
@@ -130,6 +133,8 @@ const insertRows = perClient((sql: SqlClient) =>
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $9::text[],
                      $10::text[], $11::int8[], $12::int8[], $13::int8[], $14::int8[])
            AS u(id, org, rule, device, event_id, event_name, event_data, event_ts, note, state, first_seen, last_seen, ack, resolved)
+         WHERE NOT EXISTS (SELECT 1 FROM alerts x WHERE x.alert_rule_id = u.rule AND x.device_id = u.device
+                             AND (x.resolved_at IS NULL OR x.last_seen_at >= u.first_seen))
          ON CONFLICT (alert_rule_id, device_id) WHERE resolved_at IS NULL DO NOTHING
          RETURNING *)
        ${alertJsonOf}`,

@@ -170,6 +170,32 @@ describe.each(STORE_KINDS)("the AlertBucket entity on %s", (kind) => {
     expect((await rowsOf(ruleId, deviceId)).map((r) => [r.id, r.last_seen_at])).toEqual([[`alt_behind_${kind}`, 1_000]])
   })
 
+  it("opens an alert on a slot it never read only where the slot's rows allow it", async () => {
+    // Rows written behind the entity (a step of an earlier owner): a resolved alert seen at 2,000.
+    const { spaceId, deviceId, ruleId } = await slot(false)
+    await query(
+      `INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, state, first_seen_at, last_seen_at, resolved_at, created_at, updated_at)
+       VALUES ('alt_resolved_${kind}', $1, $2, $3, 'resolved', 1000, 2000, 2500, 1, 1)`,
+      [organisationId, ruleId, deviceId]
+    )
+    // A raise it applied before (no later than what the slot has seen): nothing opens.
+    await raise(ruleId, deviceId, "old", 2_000)
+    expect((await rowsOf(ruleId, deviceId)).map((r) => r.id)).toEqual([`alt_resolved_${kind}`])
+    // A later occurrence opens a new alert, once, beside the resolved one; the space counts it.
+    const other = await slot(false)
+    await query(
+      `INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, state, first_seen_at, last_seen_at, resolved_at, created_at, updated_at)
+       VALUES ('alt_older_${kind}', $1, $2, $3, 'resolved', 1000, 2000, 2500, 1, 1)`,
+      [organisationId, other.ruleId, other.deviceId]
+    )
+    await raise(other.ruleId, other.deviceId, "new", 3_000)
+    await raise(other.ruleId, other.deviceId, "new-again", 3_000)
+    const rows = await rowsOf(other.ruleId, other.deviceId)
+    expect(rows.map((r) => [r.state, r.first_seen_at])).toEqual([["resolved", 1_000], ["unresolved", 3_000]])
+    await openCountBecomes(other.spaceId, 1)
+    expect(await openCount(spaceId)).toBe(0)
+  })
+
   it("tells the space again when a batch is applied again: a crash between its row and the space's message is repaired", async () => {
     const { spaceId, deviceId, ruleId } = await slot(false)
     // The row an owner wrote before it died, without telling the space.
