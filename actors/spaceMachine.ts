@@ -64,6 +64,15 @@ export type SpaceEvent =
   | { readonly type: "alert.opened"; readonly alertId: string; readonly deviceId: string }
   /** An alert was resolved or deleted. */
   | { readonly type: "alert.closed"; readonly alertId: string }
+  /**
+   * Many of the changes above at once, applied in order (devices, then alerts): what one message
+   * of the host carries. The same state as sending them one by one, for one step of the machine.
+   */
+  | {
+    readonly type: "changes"
+    readonly devices: ReadonlyArray<{ readonly deviceId: string; readonly liveness: Liveness; readonly at: number }>
+    readonly alerts: ReadonlyArray<{ readonly alertId: string; readonly deviceId: string; readonly open: boolean }>
+  }
   /** What the store holds: members with their liveness, open alerts, settings. */
   | {
     readonly type: "space.seeded"
@@ -171,6 +180,16 @@ export const spaceMachine = setup({
         case "alert.closed":
           closeAlert(context, counts, event.alertId)
           return counts
+        case "changes":
+          for (const d of event.devices) {
+            const held = context.devices.get(d.deviceId)
+            if (held !== undefined && d.at >= held.at) setDevice(context, counts, d.deviceId, { liveness: d.liveness, at: d.at })
+          }
+          for (const a of event.alerts) {
+            if (a.open) openAlert(context, counts, a.alertId, a.deviceId)
+            else closeAlert(context, counts, a.alertId)
+          }
+          return counts
         case "space.seeded":
           return { ...seed(context, event.devices, event.alerts), timezone: event.timezone, recipients: [...event.recipients] }
       }
@@ -200,6 +219,7 @@ export const spaceMachine = setup({
         "device.joined": { actions: "apply" },
         "alert.opened": { actions: "apply" },
         "alert.closed": { actions: "apply" },
+        changes: { actions: "apply" },
         "space.seeded": { actions: "apply" }
       }
     }

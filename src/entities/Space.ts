@@ -32,8 +32,8 @@ export const SpaceLive = Space.toLayer(
 
     const context = () => actor.getSnapshot().context
 
-    /** The devices that are members, letting those the store says belong here join first (one read for all). */
-    const members = (deviceIds: ReadonlyArray<string>) =>
+    /** Lets the devices among these that the store says belong here, and the space does not hold yet, join (one read for all). */
+    const join = (deviceIds: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const unknown = [...new Set(deviceIds.filter((id) => !isMember(context(), id)))]
         if (unknown.length > 0) {
@@ -42,21 +42,15 @@ export const SpaceLive = Space.toLayer(
             if (device.spaceId === spaceId) actor.send({ type: "device.joined", deviceId, liveness: device.liveness, at: device.at })
           }
         }
-        return (deviceId: string) => isMember(context(), deviceId)
       })
 
     return Space.of({
       Changes: ({ payload }) =>
         Effect.gen(function*() {
           const opened = payload.alerts.filter((a) => a.open)
-          const member = yield* members([...payload.devices.map((d) => d.deviceId), ...opened.map((a) => a.deviceId)])
-          for (const d of payload.devices) {
-            if (member(d.deviceId)) actor.send({ type: "device.liveness", deviceId: d.deviceId, liveness: d.liveness, at: d.at })
-          }
-          for (const a of payload.alerts) {
-            if (!a.open) actor.send({ type: "alert.closed", alertId: a.alertId })
-            else if (member(a.deviceId)) actor.send({ type: "alert.opened", alertId: a.alertId, deviceId: a.deviceId })
-          }
+          yield* join([...payload.devices.map((d) => d.deviceId), ...opened.map((a) => a.deviceId)])
+          // One step of the machine for the whole message (a burst brings thousands).
+          actor.send({ type: "changes", devices: payload.devices, alerts: payload.alerts })
         }),
       Reseed: () =>
         Effect.map(Effect.orDie(readSeed(sql, spaceId)), (seed) => {

@@ -123,6 +123,40 @@ describe("spaceMachine", () => {
     expect(counts(actor)).toEqual(live(1, 1, 1))
   })
 
+  it("applies many changes in one event as it applies them one by one", () => {
+    const ids = ["d1", "d2", "d3", "d4"]
+    const seeded = { devices: ids.slice(0, 3).map((deviceId) => ({ deviceId, liveness: "other" as const, at: 0 })) }
+    const one = space(seeded)
+    const batched = space(seeded)
+    let seed = 11
+    const random = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31
+      return seed % n
+    }
+    for (let round = 0; round < 20; round++) {
+      const devices = Array.from({ length: 8 }, () => ({
+        deviceId: ids[random(ids.length)],
+        liveness: (["online", "offline", "other"] as const)[random(3)],
+        at: random(1000)
+      }))
+      const alerts = Array.from({ length: 8 }, () => ({ alertId: `a${random(12)}`, deviceId: ids[random(ids.length)], open: random(3) > 0 }))
+      sendAll(one, [
+        ...devices.map((d): SpaceEvent => ({ type: "device.liveness", ...d })),
+        ...alerts.map((a): SpaceEvent => (a.open ? { type: "alert.opened", alertId: a.alertId, deviceId: a.deviceId } : { type: "alert.closed", alertId: a.alertId }))
+      ])
+      batched.send({ type: "changes", devices, alerts })
+      const a = one.getSnapshot().context
+      const b = batched.getSnapshot().context
+      expect(liveOf(b)).toEqual(liveOf(a))
+      expect([...b.devices]).toEqual([...a.devices])
+      expect([...b.alerts]).toEqual([...a.alerts])
+      expect([...b.closed]).toEqual([...a.closed])
+    }
+    // d4 never joined: nothing about it counts.
+    expect(batched.getSnapshot().context.devices.has("d4")).toBe(false)
+    expect(counts(batched)).toEqual(derived(batched))
+  })
+
   it("keeps its counts equal to its sets through a random history told out of order and twice", () => {
     const ids = ["d1", "d2", "d3", "d4", "d5"]
     const actor = space({ devices: ids.map((deviceId) => ({ deviceId, liveness: "other" as const, at: 0 })) })
