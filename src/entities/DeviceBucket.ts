@@ -1,9 +1,11 @@
-import { Clock, Duration, Effect, Schedule, Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Schedule, Scope } from "effect"
 import { Entity } from "effect/cluster"
 import { Sql } from "../store/Sql.ts"
 import { type DeviceHost, type HostedDevice, makeDeviceHost } from "./deviceHost.ts"
-import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeDeviceRows } from "./deviceRows.ts"
+import { makeBucketOutbox } from "./bucketOutbox.ts"
+import { type CapturedRow, captureRow, type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeCapturedRows, writeDeviceRows } from "./deviceRows.ts"
 import { makeBucketTimer } from "./bucketTimer.ts"
+import { toMessages } from "./deviceAlerts.ts"
 import { AlertBucket, type AlertIntent, DeviceBucket, type DeviceLiveness, type Sign } from "./protocol.ts"
 import { ResidentBuckets } from "./residents.ts"
 import { SpaceChanges } from "./spaceChanges.ts"
@@ -26,11 +28,14 @@ import { Rules } from "./rules.ts"
  * - liveness (online, offline, neither): the rows, then the spaces' `Changes` (`SpaceChanges`;
  *   a space seeds from those rows: it is never told a change older than what it read).
  *
- * Alerts are sent (and awaited) before the rows are written: a step that dies in between is run
- * again from the old rows (their deadlines are swept again; a sign of life is in
- * `devices.last_seen_at`), and what it sends again is applied once. A step that dies
- * between its rows and `Changes` leaves that space one change behind until the device's next
- * change or the space's next seed (a window of milliseconds).
+ * A step decides, then its effects are performed in order off the mailbox (`bucketOutbox.ts`):
+ * its rows are captured as it ends (each device's `planned` liveness), its alerts applied, then
+ * its rows written, then its spaces told, while the next steps are decided; a `Seen` is answered
+ * once its effects are done, a tick or wake-up at once. Alerts are applied before the rows that
+ * record them: a step that dies in between is run again from the old rows (their deadlines are
+ * swept again; a sign of life is in `devices.last_seen_at`), and what it sends again is applied
+ * once. A step that dies between its rows and `Changes` leaves that space one change behind
+ * until the device's next change or the space's next seed (a window of milliseconds).
  *
  * Plain signs of life store nothing: their time is in `devices.last_seen_at`, which activation
  * catches up from. Anomaly baselines, which no row re-derives, are written behind every
@@ -47,6 +52,13 @@ const RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("
 const SEND_TIMEOUT = "30 seconds"
 
 type Places = Effect.Success<ReturnType<typeof readPlaces>>
+
+/** A step's rows in the outbox: captured when it ended, with the spaces to tell once they are written. */
+interface QueuedRows {
+  readonly now: number
+  readonly captured: ReadonlyArray<CapturedRow>
+  readonly bySpace: ReadonlyMap<string, ReadonlyArray<DeviceLiveness>>
+}
 
 const retried = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string) =>
   effect.pipe(
@@ -65,6 +77,33 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const alerts = (yield* AlertBucket.client)(bucket)
     const spaceChanges = yield* SpaceChanges
     const timer = makeBucketTimer({ tick: (at) => self.Tick({ at }, { discard: true }), scope: yield* Scope.Scope })
+    const outbox = yield* makeBucketOutbox({
+      what: `device bucket ${bucket}`,
+      alerts: (intents: ReadonlyArray<AlertIntent>) => retried(Effect.timeout(alerts.Apply({ intents }), SEND_TIMEOUT), "sending alerts"),
+      rows: (steps: ReadonlyArray<QueuedRows>) =>
+        Effect.gen(function*() {
+          const captured = steps.flatMap((s) => s.captured)
+          if (captured.length > 0) {
+            const now = Math.max(...steps.map((s) => s.now))
+            yield* retried(writeCapturedRows(sql, captured, now), "writing devices").pipe(
+              Effect.ensuring(Effect.sync(() => {
+                for (const row of captured) row.device.pending--
+              }))
+            )
+            for (const row of captured) {
+              row.device.reported = row.liveness
+              row.device.reportedAt = row.livenessAt
+            }
+          }
+          // After the rows: a space seeded from the store is never older than a change it was told.
+          const bySpace = new Map<string, Array<DeviceLiveness>>()
+          for (const step of steps) for (const [spaceId, devices] of step.bySpace) bySpace.set(spaceId, [...(bySpace.get(spaceId) ?? []), ...devices])
+          if (bySpace.size > 0) {
+            const changes = [...bySpace].map(([spaceId, devices]) => ({ spaceId, devices, alerts: [] }))
+            yield* retried(Effect.timeout(spaceChanges.tell(changes), SEND_TIMEOUT), "telling spaces")
+          }
+        })
+    })
     /** Whether the devices an earlier owner left with a deadline were read (on the first wake-up). */
     let timedRead = false
     const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
@@ -87,14 +126,26 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         return new Map(read.map((a) => [a.deviceId, { place: a.place, lastSeenAt: a.lastSeenAt }]))
       })
 
-    const flush = (devices: ReadonlyArray<HostedDevice>, now: number) =>
-      Effect.gen(function*() {
-        const rows: Array<DeviceRow> = devices.map((device) => ({ device, liveness: device.reported, livenessAt: device.reportedAt }))
-        yield* retried(writeDeviceRows(sql, rows, now), "writing snapshots")
-        for (const device of devices) device.dirty = false
+    /**
+     * Queues a step's alerts, and its rows captured now with the spaces to tell after them
+     * (`bucketOutbox.ts`). Each device's liveness is `planned` from here on.
+     */
+    const enqueue = (now: number, intents: ReadonlyArray<AlertIntent>, rows: ReadonlyArray<DeviceRow>, bySpace: ReadonlyMap<string, ReadonlyArray<DeviceLiveness>>) =>
+      Effect.suspend(() => {
+        const captured = rows.map(captureRow)
+        for (const row of captured) {
+          row.device.planned = row.liveness
+          row.device.plannedAt = row.livenessAt
+          row.device.pending++
+          row.device.dirty = false
+        }
+        return outbox.enqueue({ alerts: intents, rows: { now, captured, bySpace } })
       })
 
-    /** Performs what the host collected: its timer, alerts, liveness, rows. */
+    /**
+     * Decides what the host collected: its timer at once; its alerts, liveness and rows queued
+     * in the outbox. Answers when they are performed.
+     */
     const perform = (now: number, read: Places) =>
       Effect.gen(function*() {
         const fx = host.drain()
@@ -111,20 +162,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
             else spaceOf.set(device.id, found.place.spaceId)
           }
         }
-        const intents: Array<AlertIntent> = []
-        for (const a of fx.alerts) {
-          if (!host.devices.has(a.deviceId)) continue
-          intents.push({
-            kind: a._tag,
-            ruleId: a.rule.id,
-            deviceId: a.deviceId,
-            organisationId: a.rule.organisationId,
-            at: a.at,
-            note: a._tag === "raise" ? a.note : "",
-            event: a._tag === "raise" ? a.event : null,
-            autoResolve: a.rule.autoResolve
-          })
-        }
+        const intents = toMessages(fx.alerts.filter((a) => host.devices.has(a.deviceId)))
         const rows: Array<DeviceRow> = []
         const bySpace = new Map<string, Array<DeviceLiveness>>()
         for (const [device, change] of fx.liveness) {
@@ -135,26 +173,16 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         }
         // Deadlines the rows must follow: a stored one later than the device's (a new owner would
         // fire it late), or one past that the device is not due at (it would be swept for nothing).
+        // A device with a row on its way is checked again once that row is written.
         for (const device of host.devices.values()) {
-          if (fx.liveness.has(device) || device.storedWakeAt === device.wakeAt) continue
+          if (fx.liveness.has(device) || device.pending > 0 || device.storedWakeAt === device.wakeAt) continue
           const late = device.wakeAt !== null && (device.storedWakeAt === null || device.storedWakeAt > device.wakeAt)
           if (late || (device.storedWakeAt !== null && device.storedWakeAt <= now)) {
-            rows.push({ device, liveness: device.reported, livenessAt: device.reportedAt })
+            rows.push({ device, liveness: device.planned, livenessAt: device.plannedAt })
           }
         }
-        if (intents.length > 0) yield* retried(Effect.timeout(alerts.Apply({ intents }), SEND_TIMEOUT), "sending alerts")
-        if (rows.length === 0) return
-        yield* retried(writeDeviceRows(sql, rows, now), "writing devices")
-        for (const row of rows) {
-          row.device.reported = row.liveness
-          row.device.reportedAt = row.livenessAt
-          row.device.dirty = false
-        }
-        // After the rows: a space seeded from the store is never older than a change it was told.
-        if (bySpace.size > 0) {
-          const changes = [...bySpace].map(([spaceId, devices]) => ({ spaceId, devices, alerts: [] }))
-          yield* retried(Effect.timeout(spaceChanges.tell(changes), SEND_TIMEOUT), "telling spaces")
-        }
+        if (intents.length === 0 && rows.length === 0) return undefined
+        return yield* enqueue(now, intents, rows, bySpace)
       })
 
     /** After a message: baselines written behind. */
@@ -163,7 +191,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         if (now - flushedAt >= FLUSH_EVERY_MS) {
           flushedAt = now
           const dirty = [...host.devices.values()].filter((d) => d.dirty)
-          if (dirty.length > 0) yield* flush(dirty, now)
+          if (dirty.length > 0) yield* enqueue(now, [], dirty.map((device) => ({ device, liveness: device.planned, livenessAt: device.plannedAt })), new Map())
         }
       })
 
@@ -176,8 +204,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           const device = host.devices.get(sign.deviceId)
           if (device !== undefined) host.seen(device, sign.at, sign.event, now)
         }
-        yield* perform(now, read)
+        const done = yield* perform(now, read)
         yield* housekeeping(now)
+        // Answered once performed: a sign's sender (and a test) sees its effects stored.
+        if (done !== undefined) yield* Deferred.await(done)
       })
 
     /** A tick (this instance's timer) or a wake-up (overdue rows) at `at`: every deadline due fires. */
@@ -210,6 +240,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           }
         }
         host.wake(now)
+        // Not waited for: the next deadlines due are decided while this step's alerts and rows go out.
         yield* perform(now, places)
         yield* housekeeping(now)
       })
@@ -245,7 +276,9 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         residents.remove(bucket)
-        const dirty = [...host.devices.values()].filter((d) => d.dirty)
+        // Baselines not written yet, of devices whose earlier rows are all written (a row queued
+        // behind alerts not applied is not written ahead of them).
+        const dirty = [...host.devices.values()].filter((d) => d.dirty && d.pending === 0)
         if (dirty.length > 0) yield* writeDeviceRows(sql, dirty.map((device) => ({ device, liveness: device.reported, livenessAt: device.reportedAt })), yield* Clock.currentTimeMillis)
         for (const id of [...host.devices.keys()]) host.forget(id)
       }).pipe(Effect.catchCause((cause) => Effect.logWarning(`device bucket ${bucket}: snapshots not written on the way out`, cause)))

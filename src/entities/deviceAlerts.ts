@@ -1,6 +1,6 @@
 import type { DeviceEmitted } from "../../actors/deviceMachine.ts"
 import { evaluateThreshold } from "../../actors/rules.ts"
-import type { SeenEvent } from "./protocol.ts"
+import type { AlertIntent as AlertMessage, SeenEvent } from "./protocol.ts"
 import { applies, type Place, type Rule } from "./rules.ts"
 
 /**
@@ -19,6 +19,19 @@ export type AlertIntent =
     readonly event: typeof SeenEvent.Type | null
   }
   | { readonly _tag: "clear"; readonly rule: Rule; readonly deviceId: string; readonly key: string; readonly at: number }
+
+/** The intents as the AlertBucket entity takes them (`Apply`). */
+export const toMessages = (intents: ReadonlyArray<AlertIntent>): Array<AlertMessage> =>
+  intents.map((a) => ({
+    kind: a._tag,
+    ruleId: a.rule.id,
+    deviceId: a.deviceId,
+    organisationId: a.rule.organisationId,
+    at: a.at,
+    note: a._tag === "raise" ? a.note : "",
+    event: a._tag === "raise" ? a.event : null,
+    autoResolve: a.rule.autoResolve
+  }))
 
 /** A device as its alerts see it: where it is, and the threshold and anomaly rules it may have an open alert for. */
 export interface AlertingDevice {

@@ -94,7 +94,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     }
     device.wakeAt = timer === undefined ? null : timer.deadline
     const liveness = livenessOf(snapshot.value)
-    if (liveness !== device.reported) effects.liveness.set(device, { liveness, at })
+    if (liveness !== device.planned) effects.liveness.set(device, { liveness, at })
     else effects.liveness.delete(device)
   }
 
@@ -263,7 +263,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     sweep: (before) => {
       const gone: Array<HostedDevice> = []
       for (const d of devices.values()) {
-        if (d.lastActiveAt >= before || d.timer !== undefined || d.wakeAt !== null || d.dirty) continue
+        if (d.lastActiveAt >= before || d.timer !== undefined || d.wakeAt !== null || d.dirty || d.pending > 0) continue
         if (d.actor.getSnapshot().value === "online" || livenessOf(d.actor.getSnapshot().value) !== d.reported) continue
         gone.push(d)
       }

@@ -156,24 +156,36 @@ const storeRows = perClient((sql: SqlClient) =>
   })
 )
 
+/** A device's row as of now: its machine's snapshot, liveness and deadline. */
+export interface CapturedRow {
+  readonly device: HostedDevice
+  readonly snapshot: string
+  readonly liveness: Liveness
+  readonly livenessAt: number
+  readonly wakeAt: number | null
+}
+
+/** Takes a device's row now: its machine may move on before the row is written. */
+export const captureRow = (r: DeviceRow): CapturedRow => ({
+  device: r.device,
+  snapshot: JSON.stringify(r.device.actor.getPersistedSnapshot()),
+  liveness: r.liveness,
+  livenessAt: r.livenessAt,
+  wakeAt: r.device.wakeAt
+})
+
 /**
- * Stores devices' machine snapshots with their liveness and deadline (`wake_at`). A deleted
- * device is skipped (its row went with it).
+ * Stores devices' rows as captured: machine snapshots with their liveness and deadline
+ * (`wake_at`). A deleted device is skipped (its row went with it).
  */
-export const writeDeviceRows = (sql: SqlClient, rows: ReadonlyArray<DeviceRow>, now: number) =>
+export const writeCapturedRows = (sql: SqlClient, rows: ReadonlyArray<CapturedRow>, now: number) =>
   Effect.suspend(() => {
-    const stored = rows.map((r) => ({
-      id: r.device.id,
-      // Taken now: the machine may move on before the statement runs.
-      snapshot: JSON.stringify(r.device.actor.getPersistedSnapshot()),
-      liveness: r.liveness,
-      livenessAt: r.livenessAt,
-      wakeAt: r.device.wakeAt,
-      now
-    }))
+    const stored = rows.map((r) => ({ id: r.device.id, snapshot: r.snapshot, liveness: r.liveness, livenessAt: r.livenessAt, wakeAt: r.wakeAt, now }))
     return Effect.map(storeRows(sql)(stored), () => {
-      rows.forEach((r, i) => {
-        r.device.storedWakeAt = stored[i].wakeAt
-      })
+      for (const r of rows) r.device.storedWakeAt = r.wakeAt
     })
   })
+
+/** Captures the rows now and stores them. */
+export const writeDeviceRows = (sql: SqlClient, rows: ReadonlyArray<DeviceRow>, now: number) =>
+  Effect.suspend(() => writeCapturedRows(sql, rows.map(captureRow), now))

@@ -27,7 +27,7 @@ export interface Effects {
   /** The earliest deadline set since the last drain; null: none. */
   wake: number | null
   readonly alerts: Array<AlertIntent>
-  /** Devices whose liveness left what their row says: stored, then told to their space. */
+  /** Devices whose liveness left what their row will say (`planned`): stored, then told to their space. */
   readonly liveness: Map<HostedDevice, { readonly liveness: Liveness; readonly at: number }>
 }
 
@@ -47,6 +47,15 @@ export class HostedDevice {
   dirty = false
   /** The deadline its row holds (`device_actors.wake_at`), as last read or written. */
   storedWakeAt: number | null
+  /**
+   * Its liveness as of its last step whose rows were captured (what its row will say once the
+   * steps queued in its bucket's outbox are performed), and as of when: a step's liveness
+   * changes are counted against it.
+   */
+  planned: Liveness
+  plannedAt: number
+  /** Rows of it captured and not written yet. */
+  pending = 0
   constructor(
     readonly id: string,
     readonly actor: DeviceActor,
@@ -64,6 +73,8 @@ export class HostedDevice {
     public lastActiveAt: number
   ) {
     this.storedWakeAt = wakeAt
+    this.planned = reported
+    this.plannedAt = reportedAt
   }
 }
 

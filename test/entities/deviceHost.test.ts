@@ -42,13 +42,13 @@ const fresh = (deviceId: string, extra: Partial<Activation> = {}): Activation =>
   ...extra
 })
 
-/** Stores what the entity would store after performing a drain: liveness as told, snapshot. */
+/** Stores what the entity would store after performing a drain: liveness as told (planned, then written), snapshot. */
 const stored = (host: DeviceHost, device: HostedDevice) => {
   const fx = host.drain()
   const change = fx.liveness.get(device)
   if (change !== undefined) {
-    device.reported = change.liveness
-    device.reportedAt = change.at
+    device.planned = device.reported = change.liveness
+    device.plannedAt = device.reportedAt = change.at
   }
   return { fx, snapshot: device.actor.getPersistedSnapshot(), wakeAt: device.wakeAt, liveness: device.reported, livenessAt: device.reportedAt }
 }
@@ -64,7 +64,7 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     const first = host.drain()
     expect(first.wake).toBe(T0 + AFTER)
     expect(first.liveness.get(device)).toEqual({ liveness: "online", at: T0 })
-    device.reported = "online"
+    device.planned = device.reported = "online"
     host.seen(device, T0 + 10_000, undefined, T0 + 10_000)
     host.seen(device, T0 + 20_000, undefined, T0 + 20_000)
     expect(host.drain()).toMatchObject({ wake: null, alerts: [] })
@@ -84,7 +84,7 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     expect(host.live(device)).toMatchObject({ state: "offline", isOnline: false })
 
     // Back: online again, the auto-resolving rule's alert is cleared, a new period starts.
-    device.reported = "offline"
+    device.planned = device.reported = "offline"
     host.seen(device, T0 + 90_000, undefined, T0 + 90_000)
     const back = host.drain()
     expect(back.alerts).toMatchObject([{ _tag: "clear", key: `online@${T0 + 90_000}` }])
