@@ -39,12 +39,14 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  * Timings (`CLUSTER_TIMINGS`): a runner that stops answering pings (every second, five tries) is
  * marked unhealthy by the runner that holds the health-check singleton, and its shards move about
  * 4 s after a kill -9 (its advisory locks ended with its session); when the dead runner held that
- * singleton, once its heartbeat is older than the lock expiry (15 s). Shard locks are refreshed
- * every 5 s, which is also the refresh's deadline; a miss releases every shard and interrupts
- * every entity on it, and their devices are read back from the store: under a burst of 10,000
- * offline alerts with 100,000 hosted devices (bench:actors) the refresh's `pg_locks` read took
- * over a second (measured inside SqlRunnerStorage), and 1, 2 and 3 s deadlines each ended in a
- * collapse (2 s: 7,072 of 10,000 alerts after 78 s); 5 s held (0 misses, p99 5.1 s).
+ * singleton, once its heartbeat is older than the lock expiry (6 s). Shard locks are refreshed
+ * every 2 s, which is also the refresh's deadline; a miss releases every shard and interrupts
+ * every entity on it, and their devices are read back from the store. With 1,024 device buckets,
+ * a burst of 10,000 offline alerts among 100,000 hosted devices (bench:actors) made the
+ * refresh's `pg_locks` read take over a second, and 1, 2 and 3 s deadlines each ended in a
+ * collapse (2 s: 7,072 of 10,000 alerts after 78 s), so they were 5 s / 15 s; with 64 buckets
+ * (a few hundred cluster messages and statements for that burst, not thousands) the same burst
+ * ran at 2 s / 6 s with no refresh missed (2026-11-26, p99 to the row 1.47 s).
  * Stored messages are polled every 250 ms. Offline deadlines are no stored messages: a bucket's
  * own timer fires them, and its devices' rows keep them for a new owner (`entities/overdue.ts`).
  */
@@ -53,8 +55,8 @@ export const RUNNER_PATH = "/cluster/runner"
 export const SECRET_HEADER = "x-voltaic-cluster"
 
 export const CLUSTER_TIMINGS = {
-  shardLockRefreshInterval: "5 seconds",
-  shardLockExpiration: "15 seconds",
+  shardLockRefreshInterval: "2 seconds",
+  shardLockExpiration: "6 seconds",
   refreshAssignmentsInterval: "1 second",
   runnerHealthCheckInterval: "1 second",
   entityMessagePollInterval: "250 millis",
