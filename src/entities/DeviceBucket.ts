@@ -1,12 +1,12 @@
-import { Clock, Deferred, Duration, Effect, Schedule, Scope } from "effect"
+import { Clock, Deferred, Duration, Effect, Scope } from "effect"
 import { Entity } from "effect/cluster"
 import { Sql } from "../store/Sql.ts"
 import { type DeviceHost, type HostedDevice, makeDeviceHost } from "./deviceHost.ts"
-import { makeBucketOutbox } from "./bucketOutbox.ts"
-import { type CapturedRow, captureRow, type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeCapturedRows, writeDeviceRows } from "./deviceRows.ts"
+import { makeDeviceOutbox, retried } from "./deviceOutbox.ts"
+import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeDeviceRows } from "./deviceRows.ts"
 import { makeBucketTimer } from "./bucketTimer.ts"
 import { toMessages } from "./deviceAlerts.ts"
-import { AlertBucket, type AlertIntent, DeviceBucket, type DeviceLiveness, type Sign } from "./protocol.ts"
+import { AlertBucket, DeviceBucket, type DeviceLiveness, type Sign } from "./protocol.ts"
 import { ResidentBuckets } from "./residents.ts"
 import { SpaceChanges } from "./spaceChanges.ts"
 import { Rules } from "./rules.ts"
@@ -28,7 +28,7 @@ import { Rules } from "./rules.ts"
  * - liveness (online, offline, neither): the rows, then the spaces' `Changes` (`SpaceChanges`;
  *   a space seeds from those rows: it is never told a change older than what it read).
  *
- * A step decides, then its effects are performed in order off the mailbox (`bucketOutbox.ts`):
+ * A step decides, then its effects are performed in order off the mailbox (`deviceOutbox.ts`, `bucketOutbox.ts`):
  * its rows are captured as it ends (each device's `planned` liveness), its alerts applied, then
  * its rows written, then its spaces told, while the next steps are decided; a `Seen` is answered
  * once its effects are done, a tick or wake-up at once. Alerts are applied before the rows that
@@ -46,26 +46,7 @@ const FLUSH_EVERY_MS = 5_000
 const SWEEP_EVERY = "1 minute"
 /** A device not online, idle this long and without a deadline leaves its bucket's memory. */
 export const PASSIVATE_AFTER_MS = 5 * 60_000
-/** Sends and statements are retried without end (at most every 5 s): the effects of a step are not dropped. */
-const RETRY = Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])
-/** A message not answered by then is sent again (applying it twice is harmless). */
-const SEND_TIMEOUT = "30 seconds"
-
 type Places = Effect.Success<ReturnType<typeof readPlaces>>
-
-/** A step's rows in the outbox: captured when it ended, with the spaces to tell once they are written. */
-interface QueuedRows {
-  readonly now: number
-  readonly captured: ReadonlyArray<CapturedRow>
-  readonly bySpace: ReadonlyMap<string, ReadonlyArray<DeviceLiveness>>
-}
-
-const retried = <A, E, R>(effect: Effect.Effect<A, E, R>, what: string) =>
-  effect.pipe(
-    Effect.tapError((e) => Effect.logWarning(`device bucket: ${what} failed, retrying`, e)),
-    Effect.retry(RETRY),
-    Effect.orDie
-  )
 
 export const DeviceBucketLive = DeviceBucket.toLayer(
   Effect.gen(function*() {
@@ -77,33 +58,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const alerts = (yield* AlertBucket.client)(bucket)
     const spaceChanges = yield* SpaceChanges
     const timer = makeBucketTimer({ tick: (at) => self.Tick({ at }, { discard: true }), scope: yield* Scope.Scope })
-    const outbox = yield* makeBucketOutbox({
-      what: `device bucket ${bucket}`,
-      alerts: (intents: ReadonlyArray<AlertIntent>) => retried(Effect.timeout(alerts.Apply({ intents }), SEND_TIMEOUT), "sending alerts"),
-      rows: (steps: ReadonlyArray<QueuedRows>) =>
-        Effect.gen(function*() {
-          const captured = steps.flatMap((s) => s.captured)
-          if (captured.length > 0) {
-            const now = Math.max(...steps.map((s) => s.now))
-            yield* retried(writeCapturedRows(sql, captured, now), "writing devices").pipe(
-              Effect.ensuring(Effect.sync(() => {
-                for (const row of captured) row.device.pending--
-              }))
-            )
-            for (const row of captured) {
-              row.device.reported = row.liveness
-              row.device.reportedAt = row.livenessAt
-            }
-          }
-          // After the rows: a space seeded from the store is never older than a change it was told.
-          const bySpace = new Map<string, Array<DeviceLiveness>>()
-          for (const step of steps) for (const [spaceId, devices] of step.bySpace) bySpace.set(spaceId, [...(bySpace.get(spaceId) ?? []), ...devices])
-          if (bySpace.size > 0) {
-            const changes = [...bySpace].map(([spaceId, devices]) => ({ spaceId, devices, alerts: [] }))
-            yield* retried(Effect.timeout(spaceChanges.tell(changes), SEND_TIMEOUT), "telling spaces")
-          }
-        })
-    })
+    const outbox = yield* makeDeviceOutbox({ bucket, sql, apply: (intents) => alerts.Apply({ intents }), spaceChanges })
     /** Whether the devices an earlier owner left with a deadline were read (on the first wake-up). */
     let timedRead = false
     const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
@@ -124,22 +79,6 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         for (const activation of read) host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now)
         // Just read: where they are (their first step may change their liveness).
         return new Map(read.map((a) => [a.deviceId, { place: a.place, lastSeenAt: a.lastSeenAt }]))
-      })
-
-    /**
-     * Queues a step's alerts, and its rows captured now with the spaces to tell after them
-     * (`bucketOutbox.ts`). Each device's liveness is `planned` from here on.
-     */
-    const enqueue = (now: number, intents: ReadonlyArray<AlertIntent>, rows: ReadonlyArray<DeviceRow>, bySpace: ReadonlyMap<string, ReadonlyArray<DeviceLiveness>>) =>
-      Effect.suspend(() => {
-        const captured = rows.map(captureRow)
-        for (const row of captured) {
-          row.device.planned = row.liveness
-          row.device.plannedAt = row.livenessAt
-          row.device.pending++
-          row.device.dirty = false
-        }
-        return outbox.enqueue({ alerts: intents, rows: { now, captured, bySpace } })
       })
 
     /**
@@ -168,7 +107,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         for (const [device, change] of fx.liveness) {
           const spaceId = spaceOf.get(device.id)
           if (spaceId === undefined) continue
-          if (spaceId !== null) bySpace.set(spaceId, [...(bySpace.get(spaceId) ?? []), { deviceId: device.id, ...change }])
+          if (spaceId !== null) {
+            const told = bySpace.get(spaceId)
+            if (told === undefined) bySpace.set(spaceId, [{ deviceId: device.id, ...change }])
+            else told.push({ deviceId: device.id, ...change })
+          }
           rows.push({ device, liveness: change.liveness, livenessAt: change.at })
         }
         // Deadlines the rows must follow: a stored one later than the device's (a new owner would
@@ -182,7 +125,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           }
         }
         if (intents.length === 0 && rows.length === 0) return undefined
-        return yield* enqueue(now, intents, rows, bySpace)
+        return yield* outbox.enqueue(now, intents, rows, bySpace)
       })
 
     /** After a message: baselines written behind. */
@@ -191,7 +134,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         if (now - flushedAt >= FLUSH_EVERY_MS) {
           flushedAt = now
           const dirty = [...host.devices.values()].filter((d) => d.dirty)
-          if (dirty.length > 0) yield* enqueue(now, [], dirty.map((device) => ({ device, liveness: device.planned, livenessAt: device.plannedAt })), new Map())
+          if (dirty.length > 0) yield* outbox.enqueue(now, [], dirty.map((device) => ({ device, liveness: device.planned, livenessAt: device.plannedAt })), new Map())
         }
       })
 
