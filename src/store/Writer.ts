@@ -77,8 +77,12 @@ interface Waiter {
  * answered in the order they were taken, so a device's acknowledgements and deliveries keep the
  * order of its writes.
  */
-export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> = {}) => {
+/** Told of each batch as it starts, with its size: for metrics, and for tests that time the spacing rule. */
+export type OnBatch = (size: number) => void
+
+export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> & { readonly onBatch?: OnBatch } = {}) => {
   const { maxBatch, maxFlushes, maxPending, maxWaiting, flushEveryMs, retryLostForMs } = { ...defaultWriterOptions, ...options }
+  const onBatch = options.onBatch
   const secondFlushAt = Math.max(1, Math.floor(maxBatch / 4))
   let queue: Array<Waiter> = []
   let writing = 0
@@ -129,6 +133,7 @@ export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> = {})
       queue = queue.length <= maxBatch ? [] : queue.slice(maxBatch)
       flushes += 1
       writing += batch.length
+      onBatch?.(batch.length)
       const written = writeOne(batch)
       const previous = answered
       answered = written.then(async (exits) => {
