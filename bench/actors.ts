@@ -1,7 +1,7 @@
 /**
  * `npm run bench:actors`: the device actors at 100,000 devices (issue 5).
  *
- * Two parts, each in its own Node process started with `--expose-gc` (so that heap
+ * Two parts, each in its own Node process started with `npm start`'s Node flags and `--expose-gc` (so that heap
  * measurements start from a clean heap and one part's garbage never lands in the other's):
  *
  * - pure: `deviceMachine` actors without the cluster or any I/O. Heap per live actor
@@ -54,7 +54,7 @@ import { Sql } from "../src/store/Sql.ts"
 import { PASSIVATE_AFTER_MS } from "../src/entities/DeviceBucket.ts"
 import { ResidentBuckets } from "../src/entities/residents.ts"
 import { SeenSender } from "../src/entities/SeenSender.ts"
-import { createBenchDatabase, intSetting } from "./harness.ts"
+import { createBenchDatabase, intSetting, serverNodeFlags } from "./harness.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const self = fileURLToPath(import.meta.url)
@@ -690,14 +690,16 @@ process.on("exit", () => {
 })
 
 /**
- * Runs one part in its own process with `--expose-gc`; progress goes to stderr as it comes. With
+ * Runs one part in its own process with `npm start`'s Node flags (the server as it ships; its
+ * young generation decides how much of a burst's garbage is promoted) and `--expose-gc`;
+ * progress goes to stderr as it comes. With
  * `peer`, the part of the peer's own bench/actors.ts (a checkout of an earlier commit), in its
  * directory: the same settings, the same machine, the same run.
  */
 const runPart = (part: Part, peer?: string): Promise<unknown> =>
   new Promise((resolvePart, reject) => {
     const script = peer === undefined ? self : resolve(peer, "bench/actors.ts")
-    const c = spawn(process.execPath, ["--expose-gc", "--max-old-space-size=4096", ...(process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]), "--import", "tsx", script, CHILD, part], {
+    const c = spawn(process.execPath, [...serverNodeFlags, "--expose-gc", "--max-old-space-size=4096", ...(process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]), "--import", "tsx", script, CHILD, part], {
       cwd: peer ?? root,
       env: process.env,
       stdio: ["ignore", "pipe", "inherit"]

@@ -4,6 +4,7 @@ import { Sql } from "../store/Sql.ts"
 import { type DeviceHost, type HostedDevice, makeDeviceHost } from "./deviceHost.ts"
 import { makeDeviceOutbox, retried } from "./deviceOutbox.ts"
 import { type DeviceRow, readActivations, readOpenAlerts, readPlaces, readTimed, writeDeviceRows } from "./deviceRows.ts"
+import { eachBreathing } from "./breathe.ts"
 import { makeBucketTimer } from "./bucketTimer.ts"
 import { toMessages } from "./deviceAlerts.ts"
 import { AlertBucket, DeviceBucket, type DeviceLiveness, type Sign } from "./protocol.ts"
@@ -76,7 +77,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           (rules.get(a.place.organisationId)?.rules ?? []).some((r) => r.type !== "offline" && r.autoResolve)
         )
         const open = yield* retried(readOpenAlerts(sql, clearing.map((a) => a.deviceId)), "reading alerts")
-        for (const activation of read) host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now)
+        yield* eachBreathing(read, (activation) => host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now))
         // Just read: where they are (their first step may change their liveness).
         return new Map(read.map((a) => [a.deviceId, { place: a.place, lastSeenAt: a.lastSeenAt }]))
       })
@@ -143,10 +144,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         const now = yield* Clock.currentTimeMillis
         const read = yield* activate(signs.map((s) => s.deviceId), now)
         yield* retried(rules.load(signs.map((s) => s.organisationId)), "reading rules")
-        for (const sign of signs) {
+        yield* eachBreathing(signs, (sign) => {
           const device = host.devices.get(sign.deviceId)
           if (device !== undefined) host.seen(device, sign.at, sign.event, now)
-        }
+        })
         const done = yield* perform(now, read)
         yield* housekeeping(now)
         // Answered once performed: a sign's sender (and a test) sees its effects stored.
@@ -168,11 +169,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           // Silent, as far as this owner knows: the rows say whether they really were.
           places = new Map([...places, ...yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")])
           yield* retried(rules.load(due.map((d) => d.place.organisationId)), "reading rules")
-          for (const device of due) {
+          yield* eachBreathing(due, (device) => {
             const found = places.get(device.id)
             if (found === undefined) {
               host.forget(device.id)
-              continue
+              return
             }
             if (found.place.spaceId !== device.place.spaceId || found.place.productId !== device.place.productId) {
               device.place = found.place
@@ -180,9 +181,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
             }
             host.configure(device, now)
             host.caughtUp(device, found.lastSeenAt)
-          }
+          })
         }
-        host.wake(now)
+        // Only the devices found due can be: what their rows said moved no other deadline.
+        yield* eachBreathing(due, (device) => host.wake(now, [device]))
         // Not waited for: the next deadlines due are decided while this step's alerts and rows go out.
         yield* perform(now, places)
         yield* housekeeping(now)

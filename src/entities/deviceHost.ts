@@ -29,8 +29,11 @@ export interface DeviceHost {
   activate(activation: Activation, now: number): HostedDevice
   /** A committed sign of life, with the event rules may evaluate. */
   seen(device: HostedDevice, at: number, event: SeenEventValue | undefined, now: number): void
-  /** The bucket's timer or a wake-up arrived: every deadline due at `now` fires. */
-  wake(now: number): void
+  /**
+   * The bucket's timer or a wake-up arrived: every deadline due at `now` fires, of `devices`
+   * (by default all; a bucket passes those `due` found, a chunk at a time).
+   */
+  wake(now: number, devices?: Iterable<HostedDevice>): void
   /** The earliest deadline of the devices held; undefined: none. */
   nextDeadline(): number | undefined
   /** Devices whose deadline is due at `now` (their rows may hold signs of life not told yet). */
@@ -223,8 +226,9 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       }
       device.dirty = true
     },
-    wake: (now) => {
-      for (const d of devices.values()) if (d.timer !== undefined && d.timer.deadline <= now) expire(d, now)
+    wake: (now, candidates = devices.values()) => {
+      // A device forgotten meanwhile (deleted) is not held any more.
+      for (const d of candidates) if (d.timer !== undefined && d.timer.deadline <= now && devices.get(d.id) === d) expire(d, now)
     },
     nextDeadline: () => {
       let least: number | undefined

@@ -92,6 +92,23 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     expect(back.liveness.get(device)).toEqual({ liveness: "online", at: T0 + 90_000 })
   })
 
+  it("a wake-up given devices fires only theirs, and none forgotten meanwhile", () => {
+    const { host } = hostWith([offlineRule])
+    const [a, b, c] = ["da", "db", "dc"].map((id) => host.activate(fresh(id), T0))
+    for (const d of [a, b, c]) host.seen(d, T0, undefined, T0)
+    host.drain()
+    const due = host.due(T0 + AFTER)
+    expect(due.map((d) => d.id).sort()).toEqual(["da", "db", "dc"])
+    host.forget("dc")
+    host.wake(T0 + AFTER, [a, c])
+    const fx = host.drain()
+    expect(fx.alerts.map((x) => x.deviceId)).toEqual(["da"])
+    expect(host.live(a).state).toBe("offline")
+    expect(host.live(b).state).toBe("online")
+    host.wake(T0 + AFTER, [b])
+    expect(host.drain().alerts.map((x) => x.deviceId)).toEqual(["db"])
+  })
+
   it("a sign of life noted after the deadline (late wake-up): offline at the deadline, then online", () => {
     const { host } = hostWith([offlineRule])
     const device = host.activate(fresh("d2"), T0)
