@@ -11,14 +11,46 @@ const port = (name: string, fallback: number) =>
     Config.withDefault(fallback)
   )
 
+/** A listener's port, or `off`: that listener is not opened (null). */
+const listenerPort = (name: string, fallback: number) =>
+  Config.String(name).pipe(
+    Config.mapEffect((text) => {
+      if (text.trim().toLowerCase() === "off") return Effect.succeed<number | null>(null)
+      const n = Number(text)
+      return Number.isInteger(n) && n >= 0 && n <= 65535
+        ? Effect.succeed<number | null>(n)
+        : Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: `${name}: must be a port from 0 to 65535, or off; got ${text}` })))
+    }),
+    Config.withDefault<number | null>(fallback)
+  )
+
+/** Both or neither: the TLS listeners start when a certificate and its key are given. */
+const tlsFiles = Config.all({
+  cert: Config.String("TLS_CERT_FILE").pipe(Config.option),
+  key: Config.String("TLS_KEY_FILE").pipe(Config.option)
+}).pipe(
+  Config.mapEffect(({ cert, key }) => {
+    if (Option.isSome(cert) && Option.isSome(key)) return Effect.succeed(Option.some({ certFile: cert.value, keyFile: key.value }))
+    if (Option.isNone(cert) && Option.isNone(key)) return Effect.succeed(Option.none<{ certFile: string; keyFile: string }>())
+    const missing = Option.isNone(cert) ? "TLS_CERT_FILE" : "TLS_KEY_FILE"
+    const given = Option.isNone(cert) ? "TLS_KEY_FILE" : "TLS_CERT_FILE"
+    return Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: `${missing}: must be set with ${given} (the TLS listeners need both)` })))
+  })
+)
+
 export const LogLevels = ["all", "trace", "debug", "info", "warn", "error", "fatal", "none"] as const
 export type LogLevelName = (typeof LogLevels)[number]
 
 /** Every setting of the configuration table in ARCHITECTURE.md. */
 export const AppConfig = Config.all({
-  port: port("PORT", 8080),
-  mqttPort: port("MQTT_PORT", 1883),
-  mqttWsPort: port("MQTT_WS_PORT", 3000),
+  port: listenerPort("PORT", 8080),
+  mqttPort: listenerPort("MQTT_PORT", 1883),
+  mqttWsPort: listenerPort("MQTT_WS_PORT", 3000),
+  /** The TLS listeners, opened when `tls` is set (a certificate and its key, PEM files). */
+  httpsPort: listenerPort("HTTPS_PORT", 8443),
+  mqttsPort: listenerPort("MQTTS_PORT", 8883),
+  mqttWssPort: listenerPort("MQTT_WSS_PORT", 8884),
+  tls: tlsFiles,
   coapPort: port("COAP_PORT", 5683),
   host: Config.String("HOST").pipe(Config.withDefault("0.0.0.0")),
   dataDir: Config.String("DATA_DIR").pipe(Config.withDefault("./data")),

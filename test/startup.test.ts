@@ -73,7 +73,7 @@ describe("the server process", () => {
   it("stops with one line naming an out-of-range port", async () => {
     const exited = await runServerToExit({ DATABASE_URL: "memory://", PORT: "70000" })
     expect(exited.code).toBe(1)
-    expect(oneLine(exited.stderr)).toEqual(["voltaic: invalid configuration: PORT: must be a port from 0 to 65535, got 70000"])
+    expect(oneLine(exited.stderr)).toEqual(["voltaic: invalid configuration: PORT: must be a port from 0 to 65535, or off; got 70000"])
   })
 
   it("stops with one line naming an unreachable DATABASE_URL", async () => {

@@ -1,5 +1,5 @@
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Option } from "effect"
+import { Config, ConfigProvider, Context, Effect, Layer, Option } from "effect"
 import {
   HttpRunner,
   RunnerAddress,
@@ -142,6 +142,11 @@ export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
   const secret = yield* readSecret
   const http = yield* Effect.serviceOption(HttpPort)
   const port = Option.match(http, { onNone: () => 0, onSome: (bound) => bound.port })
+  if (port === null) {
+    return yield* Effect.fail(
+      new Config.ConfigError(new ConfigProvider.SourceError({ message: "PORT: cannot be off on Postgres (the cluster's runners call each other on it)" }))
+    )
+  }
   const address = RunnerAddress.make(advertisedHost(config), port)
   yield* Effect.logDebug(`cluster: runner ${address.host}:${address.port}`)
   return endpointLayer(secret).pipe(Layer.provideMerge(httpRunner(address, secret)), Layer.provide(ClusterSqlLive))

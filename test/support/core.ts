@@ -54,7 +54,7 @@ export const startCore = async (
     if (options.listen === true) {
       const built = await Effect.runPromise(Layer.buildWithScope(listeningLayer.pipe(Layer.provide(provider)), scope))
       context = built
-      port = Context.get(built, HttpPort).port
+      port = Context.get(built, HttpPort).port ?? undefined
     } else {
       context = await Effect.runPromise(Layer.buildWithScope(coreLayer.pipe(Layer.provide(provider)), scope))
     }

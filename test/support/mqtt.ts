@@ -33,6 +33,8 @@ export interface MqttTestApp {
   readonly server: MqttServerService | undefined
   /** The REST (and cluster runner) port, when started with `listen`. */
   readonly httpPort: number | undefined
+  /** The HTTPS port, when the app listens with a certificate. */
+  readonly httpsPort: number | undefined
   /** Every log line of the core and MQTT layers at or above `LOG_LEVEL` (default warn). */
   readonly logs: Array<LogLine>
   /** `app.request` under `/v1`, JSON in and out. */
@@ -151,7 +153,8 @@ export const startMqttApp = async (
     activity: Context.get(context, Activity),
     sql: Context.get(context, Sql),
     server: Option.getOrUndefined(Context.getOption(context, MqttServer)),
-    httpPort: Option.getOrUndefined(Option.map(Context.getOption(context, HttpPort), (http) => http.port)),
+    httpPort: Option.getOrUndefined(Option.map(Context.getOption(context, HttpPort), (http) => http.port ?? undefined)),
+    httpsPort: Option.getOrUndefined(Option.map(Context.getOption(context, HttpPort), (http) => http.tlsPort ?? undefined)),
     logs,
     call,
     connectInMemory,

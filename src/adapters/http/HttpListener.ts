@@ -21,6 +21,8 @@ export interface ListenOptions {
   readonly host: string
   /** The setting that chose the port, named in errors (`PORT`). */
   readonly setting: string
+  /** Serve over TLS with this certificate and key (HTTPS). */
+  readonly tls?: { readonly cert: string; readonly key: string } | undefined
 }
 
 /**

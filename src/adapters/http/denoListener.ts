@@ -11,7 +11,7 @@ interface DenoHttpServer {
 
 interface DenoServeApi {
   serve(
-    options: { port: number; hostname: string; onListen?: () => void },
+    options: { port: number; hostname: string; onListen?: () => void; cert?: string; key?: string },
     handler: (request: Request, info: { readonly remoteAddr: { readonly hostname: string } }) => Response | Promise<Response>
   ): DenoHttpServer
   readonly errors: {
@@ -39,7 +39,7 @@ export const DenoHttpListener = Layer.succeed(HttpListener, {
         const deno = (globalThis as unknown as { Deno: DenoServeApi }).Deno
         return Effect.try({
           // onListen replaces Deno's own "Listening on" line; the application logs its own.
-          try: () => deno.serve({ port: options.port, hostname: options.host, onListen: () => {} }, (request, info) => fetch(request, { remoteAddress: info.remoteAddr.hostname })),
+          try: () => deno.serve({ port: options.port, hostname: options.host, onListen: () => {}, ...(options.tls ?? {}) }, (request, info) => fetch(request, { remoteAddress: info.remoteAddr.hostname })),
           catch: (cause) => listenFailure(options, withNodeCode(deno, cause))
         })
       }),

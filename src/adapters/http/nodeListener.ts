@@ -1,6 +1,7 @@
 import { serve } from "@hono/node-server"
 import { Effect, Layer } from "effect"
 import { ServerResponse } from "node:http"
+import { createServer as createHttpsServer } from "node:https"
 import type { AddressInfo } from "node:net"
 import type { Duplex } from "node:stream"
 import { printable } from "../logLine.ts"
@@ -44,7 +45,7 @@ const parserRefusal = (error: ParserError): { status: number; reason: string; co
   }
 }
 
-/** `HttpListener` on Node's http module through `@hono/node-server`. */
+/** `HttpListener` on Node's http (or https) module through `@hono/node-server`. */
 export const NodeHttpListener = Layer.succeed(HttpListener, {
   serve: (fetch, options) =>
     Effect.gen(function*() {
@@ -76,10 +77,14 @@ export const NodeHttpListener = Layer.succeed(HttpListener, {
       }
       return yield* Effect.acquireRelease(
         Effect.callback<{ server: ReturnType<typeof serve>; port: number }, ReturnType<typeof listenFailure>>((resume) => {
-          const server = serve({ fetch, port: options.port, hostname: options.host }, (info: AddressInfo) => {
+          const base = { fetch, port: options.port, hostname: options.host }
+          const listening = (info: AddressInfo) => {
             server.off("error", onError)
             resume(Effect.succeed({ server, port: info.port }))
-          })
+          }
+          const server = options.tls === undefined
+            ? serve(base, listening)
+            : serve({ ...base, createServer: createHttpsServer, serverOptions: { cert: options.tls.cert, key: options.tls.key } }, listening)
           const onError = (err: unknown) => resume(Effect.fail(listenFailure(options, err)))
           server.once("error", onError)
           server.on("clientError", onClientError)

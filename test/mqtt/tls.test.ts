@@ -1,0 +1,150 @@
+import { Cause, ConfigProvider, Context, Effect, Exit, Layer } from "effect"
+import { execFile, execFileSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import mqtt from "mqtt"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { ListenFailed, ListenersFailed } from "../../src/adapters/http/HttpListener.ts"
+import { MqttBroker } from "../../src/adapters/mqtt/MqttBroker.ts"
+import { MqttListeners, MqttServer } from "../../src/adapters/mqtt/MqttServer.ts"
+import { BOOTSTRAP_KEY } from "../support/app.ts"
+import { type MqttTestApp, seed, type Seeded, startMqttApp, WAIT_MS } from "../support/mqtt.ts"
+
+/** A self-signed certificate for localhost and 127.0.0.1, made for this run, and a second one nobody trusts. */
+const makeCertificates = (dir: string) => {
+  const make = (name: string) => {
+    execFileSync("openssl", [
+      "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", `/CN=${name}`,
+      "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+      "-keyout", join(dir, `${name}.key`), "-out", join(dir, `${name}.crt`)
+    ], { stdio: "ignore" })
+    return { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) }
+  }
+  return { server: make("voltaic-test"), stranger: make("stranger") }
+}
+
+const run = (command: string, args: Array<string>) =>
+  new Promise<{ code: number; output: string }>((resolve) => {
+    execFile(command, args, { timeout: WAIT_MS }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : -1
+      resolve({ code, output: stdout + stderr })
+    })
+  })
+
+describe("TLS: MQTT over TLS and secure WebSocket, and HTTPS, from TLS_CERT_FILE and TLS_KEY_FILE", () => {
+  const dir = mkdtempSync(join(tmpdir(), "voltaic-tls-"))
+  const certs = makeCertificates(dir)
+  let t: MqttTestApp
+  let s: Seeded
+  beforeAll(async () => {
+    t = await startMqttApp("pglite", {
+      listen: true,
+      env: { TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: certs.server.key, HTTPS_PORT: "0", MQTTS_PORT: "0", MQTT_WSS_PORT: "0" }
+    })
+    s = await seed(t)
+  })
+  afterAll(async () => {
+    await t?.close()
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  const events = async (name: string) =>
+    (await t.call("GET", `/events?device.id=${s.device.id}&name=${name}`)).body.events.map((e: { data: unknown }) => e.data)
+
+  it("opens the TLS listeners beside the plain ones, and logs each", () => {
+    expect(t.server?.tlsPort).toBeGreaterThan(0)
+    expect(t.server?.wssPort).toBeGreaterThan(0)
+    expect(t.httpsPort).toBeGreaterThan(0)
+    expect(t.server?.port).toBeGreaterThan(0)
+    expect(t.httpPort).toBeGreaterThan(0)
+  })
+
+  it("stores what mosquitto_pub publishes over TLS with --cafile; a client that does not trust the certificate is refused", async () => {
+    const publish = (ca: string) =>
+      run("mosquitto_pub", [
+        "-h", "localhost", "-p", String(t.server?.tlsPort), "--cafile", ca,
+        "-u", s.device.key, "-P", " ", "-q", "1", "-t", `devices/${s.device.id}/events/secure`, "-m", '{"data":{"over":"tls"}}'
+      ])
+    expect(await publish(certs.server.cert)).toEqual({ code: 0, output: "" })
+    expect(await events("secure")).toEqual([{ over: "tls" }])
+    const refused = await publish(certs.stranger.cert)
+    expect(refused.code).not.toBe(0)
+    expect(await events("secure")).toHaveLength(1)
+    // Plain MQTT spoken to the TLS port is no MQTT connection either.
+    expect((await run("mosquitto_pub", ["-h", "127.0.0.1", "-p", String(t.server?.tlsPort), "-u", s.device.key, "-P", " ", "-t", "events", "-m", "{}"])).code).not.toBe(0)
+  })
+
+  it("answers REST over HTTPS to curl --cacert, and curl refuses the certificate without it", async () => {
+    const url = `https://localhost:${t.httpsPort}/v1/devices/${s.device.id}`
+    const trusted = await run("curl", ["-sS", "--cacert", certs.server.cert, "-H", `authorization: Bearer ${BOOTSTRAP_KEY}`, url])
+    expect(trusted.code).toBe(0)
+    expect(JSON.parse(trusted.output)).toMatchObject({ id: s.device.id })
+    const untrusted = await run("curl", ["-sS", "--cacert", certs.stranger.cert, url])
+    // 60: the peer's certificate cannot be verified.
+    expect(untrusted.code).toBe(60)
+  })
+
+  it("takes MQTT over secure WebSocket from a client that trusts the certificate", async () => {
+    const ca = execFileSync("cat", [certs.server.cert])
+    const client = await mqtt.connectAsync(`wss://localhost:${t.server?.wssPort}`, {
+      ca, username: s.device.key, password: " ", reconnectPeriod: 0, connectTimeout: WAIT_MS, protocolVersion: 4
+    })
+    try {
+      await client.publishAsync(`devices/${s.device.id}/events/wss`, JSON.stringify({ data: { over: "wss" } }), { qos: 1 })
+    } finally {
+      await client.endAsync()
+    }
+    expect(await events("wss")).toEqual([{ over: "wss" }])
+    await expect(mqtt.connectAsync(`wss://localhost:${t.server?.wssPort}`, {
+      ca: execFileSync("cat", [certs.stranger.cert]), username: s.device.key, password: " ", reconnectPeriod: 0, connectTimeout: WAIT_MS
+    })).rejects.toThrow()
+  })
+})
+
+describe("TLS settings", () => {
+  const dir = mkdtempSync(join(tmpdir(), "voltaic-tls-settings-"))
+  const certs = makeCertificates(dir)
+  afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+  const idle = Layer.succeed(MqttBroker, MqttBroker.of({ handle: () => {} }))
+  const start = async (env: Record<string, string>) => {
+    const exit = await Effect.runPromiseExit(
+      Effect.scoped(
+        Layer.build(MqttServer.layer.pipe(
+            Layer.provide(MqttListeners.layer),
+            Layer.provide(idle),
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ HOST: "127.0.0.1", LOG_LEVEL: "none", MQTT_PORT: "0", MQTT_WS_PORT: "0", MQTTS_PORT: "0", MQTT_WSS_PORT: "0", ...env })))
+        ))
+      )
+    )
+    return exit
+  }
+  /** The start-up failure as its one line names it (`SETTING: reason`). */
+  const failure = (exit: Exit.Exit<unknown, unknown>) => {
+    const error = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isFailReason)?.error : undefined
+    return error instanceof ListenersFailed ? error.line : error instanceof ListenFailed ? `${error.setting}: ${error.message}` : String(error)
+  }
+
+  it("switches a plain listener off with `off`, and opens the TLS ones only with a certificate", async () => {
+    const ports = (exit: Exit.Exit<Context.Context<MqttServer>, unknown>) => {
+      if (Exit.isFailure(exit)) throw new Error(failure(exit))
+      const server = Context.get(exit.value, MqttServer)
+      return [server.port, server.wsPort, server.tlsPort, server.wssPort].map((p) => (p === null ? null : "bound"))
+    }
+    expect(ports(await start({ TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: certs.server.key, MQTT_PORT: "off", MQTT_WS_PORT: "OFF" })))
+      .toEqual([null, null, "bound", "bound"])
+    expect(ports(await start({ TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: certs.server.key, MQTT_WSS_PORT: "off" })))
+      .toEqual(["bound", "bound", "bound", null])
+    expect(ports(await start({}))).toEqual(["bound", "bound", null, null])
+  })
+
+  it("refuses a certificate without its key, a file it cannot read, and a key of another certificate, naming the setting", async () => {
+    expect(failure(await start({ TLS_CERT_FILE: certs.server.cert }))).toContain("TLS_KEY_FILE: must be set with TLS_CERT_FILE")
+    expect(failure(await start({ TLS_CERT_FILE: join(dir, "missing.crt"), TLS_KEY_FILE: certs.server.key }))).toMatch(/^TLS_CERT_FILE: .*missing\.crt cannot be read/)
+    expect(failure(await start({ TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: certs.stranger.key }))).toMatch(/^TLS_KEY_FILE: .* is not a key for the certificate/)
+    writeFileSync(join(dir, "garbage.crt"), "not a certificate")
+    expect(failure(await start({ TLS_CERT_FILE: join(dir, "garbage.crt"), TLS_KEY_FILE: certs.server.key }))).toMatch(/^TLS_KEY_FILE: .*garbage\.crt/)
+    expect(failure(await start({ MQTTS_PORT: "eighty" }))).toContain("MQTTS_PORT: must be a port from 0 to 65535, or off")
+  })
+})
