@@ -46,7 +46,11 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  * refresh's `pg_locks` read take over a second, and 1, 2 and 3 s deadlines each ended in a
  * collapse (2 s: 7,072 of 10,000 alerts after 78 s), so they were 5 s / 15 s; with 64 buckets
  * (a few hundred cluster messages and statements for that burst, not thousands) the same burst
- * ran at 2 s / 6 s with no refresh missed (2026-11-26, p99 to the row 1.47 s).
+ * ran at 2 s / 6 s with no refresh missed (2026-11-26, p99 to the row 1.47 s). The deadline is
+ * missed by any stall of the event loop over 2 s, whatever Postgres answers (the timeout's timer
+ * runs before the socket is read): 64 buckets rehydrating 100,000 devices at once held it 6–14 s
+ * until their steps yielded (`entities/breathe.ts`); since then the worst stall in bench:actors'
+ * bursts is 0.2–0.6 s, bar the benchmark's own forced full GC.
  * Stored messages are polled every 250 ms. Offline deadlines are no stored messages: a bucket's
  * own timer fires them, and its devices' rows keep them for a new owner (`entities/overdue.ts`).
  */
