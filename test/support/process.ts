@@ -37,6 +37,10 @@ const baseEnv = (env: Record<string, string>) => ({
 const spawnServer = (env: Record<string, string>) =>
   spawn(process.execPath, ["--import", "tsx", "src/main.ts"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
+/** `npm start` itself: it builds (when needed) and runs the built JavaScript. */
+export const spawnNpmStart = (env: Record<string, string>) =>
+  spawn("npm", ["start", "--silent"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+
 const LISTENING = {
   port: /http listening on [^\s:]+:(\d+)/,
   mqttPort: /mqtt listening on [^\s:]+:(\d+)/,
@@ -55,9 +59,9 @@ const portsIn = (out: string): ServerPorts | undefined => {
 }
 
 /** Starts the server and resolves once it logs all its ports; rejects if it exits first. */
-export const startServerProcess = (env: Record<string, string>, timeoutMs = 60_000): Promise<ServerProcess> =>
+export const startServerProcess = (env: Record<string, string>, timeoutMs = 60_000, start = spawnServer): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
-    const child = spawnServer(env)
+    const child = start(env)
     let out = ""
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
