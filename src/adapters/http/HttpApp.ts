@@ -48,7 +48,9 @@ export const makeHttpApp = Effect.gen(function*() {
       })
   })
   const answered = () => Promise.resolve()
-  const logRefusal = (line: string) => Effect.runSyncWith(context)(Effect.logWarning(line))
+  // A refusal is the client's business, not a fault here: info, with its reason; a 404 outside
+  // the API (a browser's /favicon.ico, a scanner's probes) at debug.
+  const logRefusal = (line: string, quiet: boolean) => Effect.runSyncWith(context)(quiet ? Effect.logDebug(line) : Effect.logInfo(line))
   // Outermost, so it sees every request's final answer, whoever gave it (a route, the body
   // limit below, onError, notFound). A success costs a status check, as Hono's
   // methodNotAllowed alone did. A 404 for a path served under other methods becomes 405
@@ -57,7 +59,7 @@ export const makeHttpApp = Effect.gen(function*() {
     await next()
     if (!isRefusal(c.res.status)) return
     if (c.res.status === 404) await otherMethods(c, answered)
-    logRefusal(await refusalLine(c))
+    logRefusal(await refusalLine(c), c.res.status === 404 && !c.req.path.startsWith("/v1/"))
   })
   // Only where a body may come: reading `c.req.raw.body` builds a full Request, which costs
   // about 75 µs on every GET (bench/RESULTS.md, "Where the time goes").

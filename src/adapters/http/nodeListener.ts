@@ -51,7 +51,7 @@ export const NodeHttpListener = Layer.succeed(HttpListener, {
     Effect.gen(function*() {
       const context = yield* Effect.context<never>()
       const answered = new WeakSet<Duplex>()
-      const log = (line: string) => Effect.runForkWith(context)(Effect.logWarning(printable(line)))
+      const log = (line: string) => Effect.runForkWith(context)(Effect.logInfo(printable(line)))
       const onClientError = (error: ParserError, socket: Duplex) => {
         const refusal = parserRefusal(error)
         if (refusal === undefined || answered.has(socket) || !socket.writable) return void socket.destroy()
