@@ -1,12 +1,11 @@
-import { Cause, ConfigProvider, Effect, Exit, Layer } from "effect"
+import { Cause, Exit } from "effect"
 import type { MqttClient } from "mqtt"
 import { connect as connectTcp } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ListenFailed, ListenersFailed } from "../../src/adapters/http/HttpListener.ts"
-import { MqttBroker } from "../../src/adapters/mqtt/MqttBroker.ts"
-import { MqttListeners, MqttServer } from "../../src/adapters/mqtt/MqttServer.ts"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import {
+  bindMqttListeners,
   closedBy,
   collect,
   connectUrl,
@@ -145,17 +144,8 @@ describe("MQTT over TCP and WebSocket", () => {
   })
 
   it("fails start-up naming MQTT_PORT, MQTT_WS_PORT or both when ports are in use", async () => {
-    const idle = Layer.succeed(MqttBroker, MqttBroker.of({ handle: () => {} }))
     const startupFailure = async (env: Record<string, string>) => {
-      const exit = await Effect.runPromiseExit(
-        Effect.scoped(
-          Layer.build(MqttServer.layer.pipe(
-            Layer.provide(MqttListeners.layer),
-            Layer.provide(idle),
-            Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ HOST: "127.0.0.1", LOG_LEVEL: "none", ...env })))
-          ))
-        )
-      )
+      const exit = await bindMqttListeners(env)
       return Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isFailReason)?.error : undefined
     }
     const tcpInUse = new ListenFailed({ setting: "MQTT_PORT", message: `127.0.0.1:${t.server?.port} is already in use` })

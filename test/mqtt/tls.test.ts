@@ -1,4 +1,4 @@
-import { Cause, ConfigProvider, Context, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Exit } from "effect"
 import { execFile, execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -6,10 +6,9 @@ import { join } from "node:path"
 import mqtt from "mqtt"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ListenFailed, ListenersFailed } from "../../src/adapters/http/HttpListener.ts"
-import { MqttBroker } from "../../src/adapters/mqtt/MqttBroker.ts"
-import { MqttListeners, MqttServer } from "../../src/adapters/mqtt/MqttServer.ts"
+import { MqttServer } from "../../src/adapters/mqtt/MqttServer.ts"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
-import { type MqttTestApp, seed, type Seeded, startMqttApp, WAIT_MS } from "../support/mqtt.ts"
+import { bindMqttListeners, type MqttTestApp, seed, type Seeded, startMqttApp, WAIT_MS } from "../support/mqtt.ts"
 
 /** A self-signed certificate for localhost and 127.0.0.1, made for this run, and a second one nobody trusts. */
 const makeCertificates = (dir: string) => {
@@ -107,19 +106,8 @@ describe("TLS settings", () => {
   const certs = makeCertificates(dir)
   afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-  const idle = Layer.succeed(MqttBroker, MqttBroker.of({ handle: () => {} }))
-  const start = async (env: Record<string, string>) => {
-    const exit = await Effect.runPromiseExit(
-      Effect.scoped(
-        Layer.build(MqttServer.layer.pipe(
-            Layer.provide(MqttListeners.layer),
-            Layer.provide(idle),
-          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ HOST: "127.0.0.1", LOG_LEVEL: "none", MQTT_PORT: "0", MQTT_WS_PORT: "0", MQTTS_PORT: "0", MQTT_WSS_PORT: "0", ...env })))
-        ))
-      )
-    )
-    return exit
-  }
+  const start = (env: Record<string, string>) =>
+    bindMqttListeners({ MQTT_PORT: "0", MQTT_WS_PORT: "0", MQTTS_PORT: "0", MQTT_WSS_PORT: "0", ...env })
   /** The start-up failure as its one line names it (`SETTING: reason`). */
   const failure = (exit: Exit.Exit<unknown, unknown>) => {
     const error = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isFailReason)?.error : undefined

@@ -277,3 +277,18 @@ export const seed = async (t: Pick<MqttTestApp, "call">): Promise<Seeded> => {
     tenant: { appKey, deviceId: tenantDevice.id }
   }
 }
+
+/**
+ * Binds the MQTT listeners alone for `env` (an idle broker behind them), as a start does, and
+ * closes them again: the start-up's outcome, with the ports bound.
+ */
+export const bindMqttListeners = (env: Record<string, string>) =>
+  Effect.runPromiseExit(
+    Effect.scoped(
+      Layer.build(MqttServer.layer.pipe(
+        Layer.provide(MqttListeners.layer),
+        Layer.provide(Layer.succeed(MqttBroker, MqttBroker.of({ handle: () => {} }))),
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ HOST: "127.0.0.1", LOG_LEVEL: "none", ...env })))
+      ))
+    )
+  )
