@@ -1,12 +1,17 @@
 import { Config, ConfigProvider, Duration, Effect, Option, Redacted } from "effect"
 
+/** A setting's value refused, with a message naming it. */
+const invalid = (message: string) => new Config.ConfigError(new ConfigProvider.SourceError({ message }))
+
+const isPort = (n: number) => Number.isInteger(n) && n >= 0 && n <= 65535
+
 /** A TCP/UDP port; 0 asks the OS for a free one (tests and benchmarks). */
 const port = (name: string, fallback: number) =>
   Config.Int(name).pipe(
     Config.mapEffect((n) =>
-      n >= 0 && n <= 65535
+      isPort(n)
         ? Effect.succeed(n)
-        : Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: `${name}: must be a port from 0 to 65535, got ${n}` })))
+        : Effect.fail(invalid(`${name}: must be a port from 0 to 65535, got ${n}`))
     ),
     Config.withDefault(fallback)
   )
@@ -16,10 +21,10 @@ const listenerPort = (name: string, fallback: number) =>
   Config.String(name).pipe(
     Config.mapEffect((text) => {
       if (text.trim().toLowerCase() === "off") return Effect.succeed<number | null>(null)
-      const n = Number(text)
-      return Number.isInteger(n) && n >= 0 && n <= 65535
+      const n = /^\s*\d+\s*$/.test(text) ? Number(text) : Number.NaN
+      return isPort(n)
         ? Effect.succeed<number | null>(n)
-        : Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: `${name}: must be a port from 0 to 65535, or off; got ${text}` })))
+        : Effect.fail(invalid(`${name}: must be a port from 0 to 65535, or off; got ${text}`))
     }),
     Config.withDefault<number | null>(fallback)
   )
@@ -34,7 +39,7 @@ const tlsFiles = Config.all({
     if (Option.isNone(cert) && Option.isNone(key)) return Effect.succeed(Option.none<{ certFile: string; keyFile: string }>())
     const missing = Option.isNone(cert) ? "TLS_CERT_FILE" : "TLS_KEY_FILE"
     const given = Option.isNone(cert) ? "TLS_KEY_FILE" : "TLS_CERT_FILE"
-    return Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: `${missing}: must be set with ${given} (the TLS listeners need both)` })))
+    return Effect.fail(invalid(`${missing}: must be set with ${given} (the TLS listeners need both)`))
   })
 )
 
@@ -60,7 +65,7 @@ export const AppConfig = Config.all({
     Config.mapEffect((key) =>
       Redacted.value(key).startsWith("a_sk_")
         ? Effect.succeed(key)
-        : Effect.fail(new Config.ConfigError(new ConfigProvider.SourceError({ message: "BOOTSTRAP_APP_KEY: must start with a_sk_" })))
+        : Effect.fail(invalid("BOOTSTRAP_APP_KEY: must start with a_sk_"))
     ),
     Config.option
   ),
@@ -75,7 +80,7 @@ export const AppConfig = Config.all({
       Duration.isGreaterThanOrEqualTo(every, Duration.millis(10))
         ? Effect.succeed(every)
         : Effect.fail(
-          new Config.ConfigError(new ConfigProvider.SourceError({ message: "CREDENTIAL_CHECK_INTERVAL: must be at least 10 millis" }))
+          invalid("CREDENTIAL_CHECK_INTERVAL: must be at least 10 millis")
         )
     ),
     Config.withDefault(Duration.seconds(1))

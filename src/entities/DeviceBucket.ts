@@ -184,7 +184,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
           })
         }
         // Only the devices found due can be: what their rows said moved no other deadline.
-        yield* eachBreathing(due, (device) => host.wake(now, [device]))
+        yield* eachBreathing(due, (device) => host.fireDue(device, now))
         // Not waited for: the next deadlines due are decided while this step's alerts and rows go out.
         yield* perform(now, places)
         yield* housekeeping(now)

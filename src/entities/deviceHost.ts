@@ -29,11 +29,13 @@ export interface DeviceHost {
   activate(activation: Activation, now: number): HostedDevice
   /** A committed sign of life, with the event rules may evaluate. */
   seen(device: HostedDevice, at: number, event: SeenEventValue | undefined, now: number): void
+  /** The bucket's timer or a wake-up arrived: every deadline due at `now` fires. */
+  wake(now: number): void
   /**
-   * The bucket's timer or a wake-up arrived: every deadline due at `now` fires, of `devices`
-   * (by default all; a bucket passes those `due` found, a chunk at a time).
+   * The device's deadlines due at `now` fire, as `wake` fires every device's (a bucket fires
+   * those `due` found one by one, yielding between them); a device forgotten meanwhile is skipped.
    */
-  wake(now: number, devices?: Iterable<HostedDevice>): void
+  fireDue(device: HostedDevice, now: number): void
   /** The earliest deadline of the devices held; undefined: none. */
   nextDeadline(): number | undefined
   /** Devices whose deadline is due at `now` (their rows may hold signs of life not told yet). */
@@ -151,6 +153,10 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     catchUp(device)
   }
 
+  const fireDue = (device: HostedDevice, now: number) => {
+    if (device.timer !== undefined && device.timer.deadline <= now && devices.get(device.id) === device) expire(device, now)
+  }
+
   const lastSeenOf = (device: HostedDevice) => {
     const told = device.actor.getSnapshot().context.lastSeenAt
     return device.noted !== null && (told === null || device.noted > told) ? device.noted : told
@@ -226,10 +232,10 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       }
       device.dirty = true
     },
-    wake: (now, candidates = devices.values()) => {
-      // A device forgotten meanwhile (deleted) is not held any more.
-      for (const d of candidates) if (d.timer !== undefined && d.timer.deadline <= now && devices.get(d.id) === d) expire(d, now)
+    wake: (now) => {
+      for (const d of devices.values()) fireDue(d, now)
     },
+    fireDue,
     nextDeadline: () => {
       let least: number | undefined
       for (const d of devices.values()) if (d.timer !== undefined && (least === undefined || d.timer.deadline < least)) least = d.timer.deadline

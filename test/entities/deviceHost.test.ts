@@ -92,7 +92,7 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     expect(back.liveness.get(device)).toEqual({ liveness: "online", at: T0 + 90_000 })
   })
 
-  it("a wake-up given devices fires only theirs, and none forgotten meanwhile", () => {
+  it("fires one device's due deadline at a time, and none of a device forgotten meanwhile", () => {
     const { host } = hostWith([offlineRule])
     const [a, b, c] = ["da", "db", "dc"].map((id) => host.activate(fresh(id), T0))
     for (const d of [a, b, c]) host.seen(d, T0, undefined, T0)
@@ -100,12 +100,12 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     const due = host.due(T0 + AFTER)
     expect(due.map((d) => d.id).sort()).toEqual(["da", "db", "dc"])
     host.forget("dc")
-    host.wake(T0 + AFTER, [a, c])
+    for (const d of [a, c]) host.fireDue(d, T0 + AFTER)
     const fx = host.drain()
     expect(fx.alerts.map((x) => x.deviceId)).toEqual(["da"])
     expect(host.live(a).state).toBe("offline")
     expect(host.live(b).state).toBe("online")
-    host.wake(T0 + AFTER, [b])
+    host.fireDue(b, T0 + AFTER)
     expect(host.drain().alerts.map((x) => x.deviceId)).toEqual(["db"])
   })
 

@@ -133,6 +133,8 @@ describe("TLS settings", () => {
     expect(failure(await start({ TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: certs.stranger.key }))).toMatch(/^TLS_KEY_FILE: .* is not a key for the certificate/)
     writeFileSync(join(dir, "garbage.crt"), "not a certificate")
     expect(failure(await start({ TLS_CERT_FILE: join(dir, "garbage.crt"), TLS_KEY_FILE: certs.server.key }))).toMatch(/^TLS_KEY_FILE: .*garbage\.crt/)
-    expect(failure(await start({ MQTTS_PORT: "eighty" }))).toContain("MQTTS_PORT: must be a port from 0 to 65535, or off")
+    for (const text of ["eighty", "0x50", "1e3", "-1"]) {
+      expect(failure(await start({ MQTTS_PORT: text }))).toContain(`MQTTS_PORT: must be a port from 0 to 65535, or off; got ${text}`)
+    }
   })
 })

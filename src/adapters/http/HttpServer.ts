@@ -1,7 +1,7 @@
 import { Context, Effect, Layer, Option, Result, type Scope } from "effect"
 import { AppConfig } from "../../config.ts"
 import { type Bound, bindGated, failWithAll } from "../listening.ts"
-import { tlsMaterial } from "../tls.ts"
+import { type TlsMaterial, tlsMaterial } from "../tls.ts"
 import { makeHttpApp } from "./HttpApp.ts"
 import { HttpListener, type ListenFailed } from "./HttpListener.ts"
 
@@ -26,7 +26,7 @@ export class HttpPort extends Context.Service<HttpPort, HttpPorts>()("voltaic/ad
       const config = yield* AppConfig
       const listener = yield* HttpListener
       const tls = yield* tlsMaterial
-      const bind = (port: number | null, setting: string, secure: { cert: string; key: string } | undefined) =>
+      const bind = (port: number | null, setting: string, secure: TlsMaterial | undefined) =>
         port === null
           ? Effect.succeed(undefined)
           : bindGated<[Request, object?], Response, ListenFailed, never>((fetch) =>
