@@ -32,6 +32,10 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
 /**
  * Moves TestClock by `total` in steps, letting the cluster's real I/O (SQL) run between them: a
  * single big jump would also expire the cluster's own operation timeouts while a statement is in flight.
+ * Each step also waits for one round-trip to the store, so the clock goes no faster than the
+ * store answers: on a loaded machine (CI runs suites side by side on two cores) a fixed 10 ms let
+ * TestClock pass the shard-lock refresh's 2 s deadline while the refresh was still in Postgres;
+ * the runner then released its shards, and a message sent while no step ran waited for them for good.
  */
 export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
   Effect.gen(function*() {
@@ -39,6 +43,7 @@ export const advance = (total: Duration.Input, step: Duration.Input = "100 milli
     for (let i = 0; i < steps; i++) {
       yield* TestClock.adjust(step)
       yield* TestClock.withLive(Effect.sleep("10 millis"))
+      yield* query("SELECT 1")
     }
   })
 
