@@ -74,6 +74,10 @@ export const AppConfig = Config.all({
   /** The host other processes reach this one at (cluster runner calls, Postgres only). */
   clusterHost: Config.String("CLUSTER_HOST").pipe(Config.option),
   logLevel: Config.Literals(LogLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as LogLevelName)),
+  /** `off`: nothing is recorded and `GET /metrics` is not served. */
+  metrics: Config.Literals(["on", "off"], "METRICS").pipe(Config.withDefault("on" as const)),
+  /** When set, `GET /metrics` answers only `Authorization: Bearer <METRICS_TOKEN>`. */
+  metricsToken: Config.Redacted("METRICS_TOKEN").pipe(Config.option),
   /** How often each process reads the store's credential-change counter (`CredentialWatch`). */
   credentialCheckInterval: Config.Duration("CREDENTIAL_CHECK_INTERVAL").pipe(
     Config.mapEffect((every) =>

@@ -1,5 +1,6 @@
 import { Context, Effect, Layer, Option, Schema, type Scope } from "effect"
 import { AppConfig } from "../config.ts"
+import { countBusControl, countBusDelivery } from "../metrics.ts"
 import { makeNatsBus } from "./natsBus.ts"
 
 /** A stored resource on its way to live subscribers: the MQTT topic and the JSON it delivers. */
@@ -89,13 +90,25 @@ export class Bus extends Context.Service<Bus, BusService>()("voltaic/bus/Bus") {
     })
   ).pipe(Layer.provide(Bus.memory))
 
-  /** NATS when `NATS_URL` is set, else in memory. */
-  static readonly layer = Layer.unwrap(
+  /** NATS when `NATS_URL` is set, else in memory; its publishes counted (`voltaic_bus_publishes_total`). */
+  static readonly layer = Layer.effect(
+    Bus,
+    Effect.map(Effect.service(Bus), (bus) =>
+      Bus.of({
+        ...bus,
+        deliver: (delivery) => Effect.andThen(Effect.sync(countBusDelivery), bus.deliver(delivery)),
+        send: (delivery) => {
+          countBusDelivery()
+          bus.send(delivery)
+        },
+        control: (message) => Effect.andThen(Effect.sync(countBusControl), bus.control(message))
+      }))
+  ).pipe(Layer.provide(Layer.unwrap(
     Effect.map(AppConfig, (config) =>
       Option.match(config.natsUrl, {
         onNone: () => Bus.memory,
         onSome: (url) => Layer.effect(Bus, makeNatsBus(url))
       })
     )
-  )
+  )))
 }

@@ -11,6 +11,7 @@ import { AlertBucket, DeviceBucket, type DeviceLiveness, type Sign } from "./pro
 import { ResidentBuckets } from "./residents.ts"
 import { SpaceChanges } from "./spaceChanges.ts"
 import { Rules } from "./rules.ts"
+import { live as liveMetrics } from "../metrics.ts"
 
 /**
  * The device bucket entity: the devices of one bucket (`bucketOf`), each hosting its
@@ -63,6 +64,8 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     /** Whether the devices an earlier owner left with a deadline were read (on the first wake-up). */
     let timedRead = false
     const host: DeviceHost = makeDeviceHost((organisationId) => rules.get(organisationId))
+    // Counted at each scrape of /metrics while the bucket is here (its finalizer below forgets its devices).
+    yield* Effect.acquireRelease(Effect.sync(() => liveMetrics.deviceHosts.add(host)), () => Effect.sync(() => liveMetrics.deviceHosts.delete(host)))
     let flushedAt = yield* Clock.currentTimeMillis
 
     /** Devices among `ids` not hosted yet, from their rows (a deleted device stays out). */

@@ -6,6 +6,7 @@ import { type AlertJson, alertJsonOf, toAlert } from "../store/alerts.ts"
 import { num, optNum, optStr, str } from "../store/rows.ts"
 import type { Row, SqlClient, SqlError } from "../store/Sql.ts"
 import { coalesce, perClient } from "./coalesce.ts"
+import { countAlertsRaised } from "../metrics.ts"
 
 /**
  * The alerts of each (rule, device) slot as the AlertBucket entity holds them: the open one's
@@ -156,7 +157,10 @@ const insertRows = perClient((sql: SqlClient) =>
         now
       ]
     ),
-    (rows) => rows.map(toAlert)
+    (rows) => {
+      countAlertsRaised(rows.length)
+      return rows.map(toAlert)
+    }
   )),
     itemKey: (o) => o.id,
     outputKey: (a) => a.id

@@ -1,5 +1,6 @@
 import { createActor } from "xstate"
 import { type DeviceEmitted, type DeviceEvent, deviceMachine } from "../../actors/deviceMachine.ts"
+import { countActivated, countPassivated } from "../metrics.ts"
 import { alertIntents } from "./deviceAlerts.ts"
 import { type Activation, type Effects, HostedDevice, livenessOf, type Timer } from "./hostedDevice.ts"
 import type { DeviceLive, SeenEvent } from "./protocol.ts"
@@ -173,6 +174,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       actor.start()
       const device = new HostedDevice(a.deviceId, actor, a.place, a.wakeAt, a.liveness, a.livenessAt, [...a.raised], now)
       devices.set(a.deviceId, device)
+      countActivated()
       if (restored) configure(device, now)
       else device.rulesVersion = held?.version ?? -1
       // Signs of life never told (noted, or lost on the way) are in the device's row.
@@ -268,7 +270,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     },
     forget: (deviceId) => {
       devices.get(deviceId)?.actor.stop()
-      devices.delete(deviceId)
+      if (devices.delete(deviceId)) countPassivated()
     },
     sweep: (before) => {
       const gone: Array<HostedDevice> = []
@@ -281,6 +283,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
         d.actor.stop()
         devices.delete(d.id)
       }
+      countPassivated(gone.length)
       return gone
     },
     drain: () => {

@@ -7,6 +7,7 @@ import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
 import { newId } from "../domain/ids.ts"
 import { energyReadingOf, isEnergyKind } from "../energy/readings.ts"
+import { countEvent, ingestOutcomeOf } from "../metrics.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
 import { type EventFile, Writer } from "../store/Writer.ts"
 import { type CommandRunInput, type DeviceRef, type EventInput, type LocationInput, MAX_EVENT_DATA_BYTES } from "./schemas.ts"
@@ -83,6 +84,14 @@ const FOREIGN_KEY_VIOLATION = "23503"
 const gone = (resource: string, id: string) => <E extends { readonly _tag: string }>(e: E): E | NotFound =>
   e._tag === "SqlError" && "code" in e && e.code === FOREIGN_KEY_VIOLATION ? new NotFound({ resource, id }) : e
 
+/** Counts an event's outcome (`voltaic_events_ingested_total`); an interruption is not one. */
+const countEventExit = (protocol: Protocol, exit: Exit.Exit<unknown, { readonly _tag: string }>) => {
+  if (Exit.isSuccess(exit)) return countEvent(protocol, "stored")
+  const failure = exit.cause.reasons.find(Cause.isFailReason)
+  if (failure !== undefined) countEvent(protocol, ingestOutcomeOf(failure.error))
+  else if (!Cause.hasInterruptsOnly(exit.cause)) countEvent(protocol, "failed")
+}
+
 /** A number as stored in a numeric column: the shortest exact decimal JavaScript prints. */
 const decimal = (n: number) => String(n)
 
@@ -145,7 +154,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
             payload: JSON.stringify(json)
           })
           return json
-        })
+        }).pipe(Effect.onExit((exit) => Effect.sync(() => countEventExit(envelope.protocol, exit))))
 
       const submitEvent: IngestService["submitEvent"] = (envelope, done, wait) => {
         const input = envelope.payload
@@ -160,7 +169,12 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         const timestamp = input.timestamp ?? now
         const row = { id, organisationId, deviceId, name: input.name, data, timestamp, receivedAt: now, protocol: envelope.protocol }
         return writer.submit({ _tag: "event", row }, (exit) => {
-          if (Exit.isFailure(exit)) return done(Exit.failCause(Cause.map(exit.cause, gone("device", deviceId))))
+          if (Exit.isFailure(exit)) {
+            const failed = Exit.failCause(Cause.map(exit.cause, gone("device", deviceId)))
+            countEventExit(envelope.protocol, failed)
+            return done(failed)
+          }
+          countEvent(envelope.protocol, "stored")
           const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
           activity.publish({ organisationId, deviceId, at: now, event: { id, name: input.name, data: json.data, timestamp } })
           // The stored JSON text of `data` is reused rather than serialised again.

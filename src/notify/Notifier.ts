@@ -3,6 +3,7 @@ import { smtpTransport, type MailTransport, type Recipient } from "./mail.ts"
 import { DeliveryFailure, defaultRetryPolicy, withRetry, type Attempted, type RetryPolicy } from "./retry.ts"
 import { jsonText, renderTemplate, type TemplateData } from "./template.ts"
 import { postOnce, prepareWebhook, type Fetch } from "./webhook.ts"
+import { countNotification } from "../metrics.ts"
 
 export type { MailMessage, MailReceipt, MailTransport, Recipient } from "./mail.ts"
 export { DeliveryFailure, defaultRetryPolicy, type RetryPolicy } from "./retry.ts"
@@ -215,6 +216,9 @@ export const makeNotifier = (options: NotifierOptions = {}): NotifierService => 
     const type = request.template?.type
     const channel = type === "email" || type === "webhook" ? type : url === undefined ? "email" : "webhook"
     return Effect.suspend(() => deliver(request, channel, url)).pipe(
+      Effect.tap((outcomes) => Effect.sync(() => {
+        for (const outcome of outcomes) countNotification(outcome.channel, outcome.status)
+      })),
       // A bug here must not take the alert down with it: say so in the outcome.
       Effect.catchDefect((defect) =>
         Effect.gen(function*() {

@@ -1,5 +1,6 @@
 import { Context, Effect, Exit, Layer } from "effect"
 import { Unavailable } from "../domain/errors.ts"
+import { observeBatch, observeCommit } from "../metrics.ts"
 import { cutOff, type WriteItem, writeRetried } from "./batch.ts"
 import { Sql, type SqlClient, type SqlError } from "./Sql.ts"
 
@@ -99,7 +100,9 @@ export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> & { r
   }
 
   const writeOne = async (batch: ReadonlyArray<Waiter>): Promise<Exit.Exit<void, SqlError> | Array<Exit.Exit<void, SqlError>>> => {
+    const started = performance.now()
     const exit = await Effect.runPromiseExit(writeRetried(sql, batch.map((w) => w.item), retryLostForMs))
+    observeCommit((performance.now() - started) / 1000)
     if (Exit.isSuccess(exit) || batch.length === 1 || cutOff(exit)) return exit
     // One bad row (say, its device was deleted meanwhile) must not fail its neighbours.
     const exits: Array<Exit.Exit<void, SqlError>> = []
@@ -134,6 +137,7 @@ export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> & { r
       flushes += 1
       writing += batch.length
       onBatch?.(batch.length)
+      observeBatch(batch.length)
       const written = writeOne(batch)
       const previous = answered
       answered = written.then(async (exits) => {

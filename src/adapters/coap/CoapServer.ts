@@ -14,6 +14,7 @@ import { answeredMessageId, exchangeKey, makeExchanges } from "./exchanges.ts"
 import { type CoapRequest, handleCoap, MAX_COAP_PAYLOAD_BYTES } from "./handler.ts"
 import { makeLogLimit, withHeld } from "./logLimit.ts"
 import { describeRequest, endpointName, replyDatagram, screen } from "./screen.ts"
+import { countCoapDropped, countCoapReceived, countCoapSent } from "../../metrics.ts"
 
 /**
  * How long a reply may take to go piggybacked on the ACK of a Confirmable request; after
@@ -136,6 +137,7 @@ export const CoapLive = Layer.effect(
     }
 
     watchSends(socket, (datagram, port, address) => {
+      countCoapSent()
       const messageId = answeredMessageId(datagram)
       if (messageId !== undefined) exchanges.answered(exchangeKey(address, port, messageId), datagram)
     })
@@ -163,8 +165,12 @@ export const CoapLive = Layer.effect(
     })
 
     const onMessage = (handle: (datagram: Buffer, from: RemoteInfo) => void) => (datagram: Buffer, from: RemoteInfo) => {
+      countCoapReceived()
       const verdict = screen(datagram)
-      if (verdict._tag === "drop") return logDropped(from, "dropped", verdict.reason)
+      if (verdict._tag === "drop") {
+        countCoapDropped()
+        return logDropped(from, "dropped", verdict.reason)
+      }
       const reply = (answer: Uint8Array) => void socket.send(answer, from.port, from.address)
       if (verdict._tag === "answer") {
         reply(verdict.datagram)

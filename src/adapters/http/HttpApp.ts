@@ -1,12 +1,15 @@
 import { OpenAPIHono } from "@hono/zod-openapi"
 import type { Context as HonoContext } from "hono"
 import { Scalar } from "@scalar/hono-api-reference"
-import { Cause, Context, Effect, Exit, Option } from "effect"
+import { Cause, Context, Effect, Exit, Option, Redacted } from "effect"
 import { bodyLimit } from "hono/body-limit"
 import { HTTPException } from "hono/http-exception"
 import { methodNotAllowed } from "hono/method-not-allowed"
+import { routePath } from "hono/route"
 import { Bus } from "../../bus/Bus.ts"
 import { RUNNER_PATH, RunnerEndpoint, SECRET_HEADER, sameSecret } from "../../cluster/Cluster.ts"
+import { AppConfig } from "../../config.ts"
+import { observeHttp, scrape, setRecording } from "../../metrics.ts"
 import { Sql } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
@@ -35,6 +38,9 @@ export const makeHttpApp = Effect.gen(function*() {
   const sql = Context.get(context, Sql)
   const bus = Option.getOrUndefined(yield* Effect.serviceOption(Bus))
   const runner = Option.getOrUndefined(yield* Effect.serviceOption(RunnerEndpoint))
+  const config = yield* AppConfig
+  const metrics = config.metrics === "on"
+  setRecording(metrics)
 
   const app = new OpenAPIHono()
   const v1 = new OpenAPIHono()
@@ -56,7 +62,13 @@ export const makeHttpApp = Effect.gen(function*() {
   // methodNotAllowed alone did. A 404 for a path served under other methods becomes 405
   // (methodNotAllowed run after the fact), and then each refusal (4xx) is logged once.
   app.use(async (c, next) => {
+    const started = performance.now()
     await next()
+    if (metrics) {
+      // The handler's route as registered; a request no route took (a 404, a 405) is "unmatched".
+      const route = routePath(c, -1)
+      observeHttp(c.req.method, route.endsWith("*") ? "unmatched" : route, c.res.status, (performance.now() - started) / 1000)
+    }
     if (!isRefusal(c.res.status)) return
     if (c.res.status === 404) await otherMethods(c, answered)
     logRefusal(await refusalLine(c), c.res.status === 404 && !c.req.path.startsWith("/v1/"))
@@ -103,6 +115,16 @@ export const makeHttpApp = Effect.gen(function*() {
     app.get(`${prefix}/ready`, async (c) => {
       const why = await notReady()
       return why === undefined ? c.json({ status: "ready" }) : sendStatus(c, 503, "unavailable", why, { "Retry-After": "1" })
+    })
+  }
+
+  if (metrics) {
+    const token = Option.map(config.metricsToken, Redacted.value)
+    app.get("/metrics", (c) => {
+      if (Option.isSome(token) && !sameSecret(/^Bearer (.+)$/i.exec(c.req.header("authorization") ?? "")?.[1], token.value)) {
+        return sendStatus(c, 401, "unauthorized", "/metrics: send Authorization: Bearer <METRICS_TOKEN>", { "WWW-Authenticate": "Bearer" })
+      }
+      return c.body(scrape(), 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" })
     })
   }
 

@@ -19,6 +19,7 @@ import { makePersistence } from "./persistence.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
 import { AlreadyLogged, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes } from "./sessions.ts"
 import { makeSubscriptions } from "./subscriptions.ts"
+import { live as liveMetrics } from "../../metrics.ts"
 
 export interface MqttBrokerService {
   /** Serves one MQTT connection: a TCP socket, a WebSocket stream or an in-memory duplex. */
@@ -206,6 +207,19 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         }),
         (broker) => Effect.callback<void>((resume) => broker.close(() => resume(Effect.void)))
       )
+
+      // Read at each scrape of /metrics. aedes keeps its connected clients by id, each with its
+      // subscriptions by topic filter (neither is in its typings).
+      const internals = broker as unknown as { readonly clients: Record<string, { readonly subscriptions: object }> }
+      const gauges = {
+        connections: () => broker.connectedClients,
+        subscriptions: () => {
+          let n = 0
+          for (const id in internals.clients) n += Object.keys(internals.clients[id].subscriptions).length
+          return n
+        }
+      }
+      yield* Effect.acquireRelease(Effect.sync(() => liveMetrics.mqtt.add(gauges)), () => Effect.sync(() => liveMetrics.mqtt.delete(gauges)))
 
       const onClientError = (client: Client, error: Error) => {
         // Refusals were logged where they happened; errors after the close are its echo.
