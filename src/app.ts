@@ -1,4 +1,5 @@
-import { Cause, Effect, Layer, type LogLevel, References } from "effect"
+import { Cause, Effect, Layer, Logger, type LogLevel, References } from "effect"
+import { loggersFor } from "./logFormat.ts"
 import { CoapLive } from "./adapters/coap/CoapServer.ts"
 import { HttpLive } from "./adapters/http/HttpServer.ts"
 import { ListenersFailed } from "./adapters/http/HttpListener.ts"
@@ -36,9 +37,16 @@ const LogLevelLive = Layer.unwrap(
   Effect.map(AppConfig, (config) => Layer.succeed(References.MinimumLogLevel, logLevels[config.logLevel]))
 )
 
-/** Applies `LOG_LEVEL` to an effect (the entry point's own logs). */
+/**
+ * Applies `LOG_LEVEL` and `LOG_FORMAT` to an effect: the entry point's, so every log of the
+ * application (whose layers it builds) goes at that level, in that format.
+ */
 export const withLogLevel = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.flatMap(AppConfig, (config) => Effect.provideService(effect, References.MinimumLogLevel, logLevels[config.logLevel]))
+  Effect.flatMap(AppConfig, (config) =>
+    effect.pipe(
+      Effect.provideService(References.MinimumLogLevel, logLevels[config.logLevel]),
+      Effect.provideService(Logger.CurrentLoggers, new Set(loggersFor(config.logFormat)))
+    ))
 
 /** The migrated, bootstrapped store and the auth service on the given bus: what every adapter needs. */
 export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(

@@ -74,6 +74,8 @@ export const AppConfig = Config.all({
   /** The host other processes reach this one at (cluster runner calls, Postgres only). */
   clusterHost: Config.String("CLUSTER_HOST").pipe(Config.option),
   logLevel: Config.Literals(LogLevels, "LOG_LEVEL").pipe(Config.withDefault("info" as LogLevelName)),
+  /** `json`: one JSON object per line (`src/logFormat.ts`); `text`: Effect's default lines. */
+  logFormat: Config.Literals(["text", "json"], "LOG_FORMAT").pipe(Config.withDefault("text" as const)),
   /** `off`: nothing is recorded and `GET /metrics` is not served. */
   metrics: Config.Literals(["on", "off"], "METRICS").pipe(Config.withDefault("on" as const)),
   /** When set, `GET /metrics` answers only `Authorization: Bearer <METRICS_TOKEN>`. */

@@ -5,7 +5,6 @@ import { Cause, Context, Effect, Exit, Option, Redacted } from "effect"
 import { bodyLimit } from "hono/body-limit"
 import { HTTPException } from "hono/http-exception"
 import { methodNotAllowed } from "hono/method-not-allowed"
-import { routePath } from "hono/route"
 import { Bus } from "../../bus/Bus.ts"
 import { RUNNER_PATH, RunnerEndpoint, SECRET_HEADER, sameSecret } from "../../cluster/Cluster.ts"
 import { AppConfig } from "../../config.ts"
@@ -13,6 +12,7 @@ import { observeHttp, scrape, setRecording } from "../../metrics.ts"
 import { Sql } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
+import { beginRequest, requestAnnotations, routeOf } from "./requestLog.ts"
 import { Api, type HttpServices } from "./route.ts"
 import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
@@ -56,22 +56,26 @@ export const makeHttpApp = Effect.gen(function*() {
   const answered = () => Promise.resolve()
   // A refusal is the client's business, not a fault here: info, with its reason; a 404 outside
   // the API (a browser's /favicon.ico, a scanner's probes) at debug.
-  const logRefusal = (line: string, quiet: boolean) => Effect.runSyncWith(context)(quiet ? Effect.logDebug(line) : Effect.logInfo(line))
+  const logRefusal = (c: HonoContext, line: string, quiet: boolean) =>
+    Effect.runSyncWith(context)((quiet ? Effect.logDebug(line) : Effect.logInfo(line)).pipe(Effect.annotateLogs(requestAnnotations(c))))
   // Outermost, so it sees every request's final answer, whoever gave it (a route, the body
   // limit below, onError, notFound). A success costs a status check, as Hono's
   // methodNotAllowed alone did. A 404 for a path served under other methods becomes 405
   // (methodNotAllowed run after the fact), and then each refusal (4xx) is logged once.
   app.use(async (c, next) => {
     const started = performance.now()
+    const requestId = beginRequest(c)
     await next()
-    if (metrics) {
-      // The handler's route as registered; a request no route took (a 404, a 405) is "unmatched".
-      const route = routePath(c, -1)
-      observeHttp(c.req.method, route.endsWith("*") ? "unmatched" : route, c.res.status, (performance.now() - started) / 1000)
+    try {
+      c.res.headers.set("x-request-id", requestId)
+    } catch {
+      // An answer with immutable headers (a fetch Response passed through) goes without it.
     }
+    // The handler's route as registered; a request no route took (a 404, a 405) is "unmatched".
+    if (metrics) observeHttp(c.req.method, routeOf(c), c.res.status, (performance.now() - started) / 1000)
     if (!isRefusal(c.res.status)) return
     if (c.res.status === 404) await otherMethods(c, answered)
-    logRefusal(await refusalLine(c), c.res.status === 404 && !c.req.path.startsWith("/v1/"))
+    logRefusal(c, await refusalLine(c), c.res.status === 404 && !c.req.path.startsWith("/v1/"))
   })
   // Only where a body may come: reading `c.req.raw.body` builds a full Request, which costs
   // about 75 µs on every GET (bench/RESULTS.md, "Where the time goes").
@@ -169,7 +173,9 @@ export const makeHttpApp = Effect.gen(function*() {
     if (err instanceof HTTPException) {
       return sendStatus(c, err.status === 413 ? 413 : 400, err.status === 413 ? "payload_too_large" : "invalid_request", err.message)
     }
-    Effect.runSyncWith(context)(Effect.logError(printable(`http ${c.req.method} ${c.req.path} failed`), Cause.die(err)))
+    Effect.runSyncWith(context)(
+      Effect.logError(printable(`http ${c.req.method} ${c.req.path} failed`), Cause.die(err)).pipe(Effect.annotateLogs(requestAnnotations(c)))
+    )
     return sendStatus(c, 500, "internal", "the server failed to answer this request; it has been logged")
   })
   return app

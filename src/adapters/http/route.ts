@@ -16,6 +16,7 @@ import { printable } from "../logLine.ts"
 import { parseInput } from "../validation.ts"
 import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
+import { notePrincipal, requestAnnotations } from "./requestLog.ts"
 
 export type HttpServices = Sql | Auth | Ingest | SignInGuard | DeviceOwners | Sharding.Sharding | DeviceReads
 
@@ -126,6 +127,7 @@ export class Api {
         if (spec.access !== "public") {
           const auth = yield* Auth
           principal = yield* auth.authenticate(credentialOf(c))
+          notePrincipal(c, principal)
           if (!allows(principal, spec.access)) {
             return yield* new Forbidden({ message: forbiddenMessage(principal, spec.access) })
           }
@@ -153,7 +155,7 @@ export class Api {
       const failure = exit.cause.reasons.find(Cause.isFailReason)
       if (failure !== undefined && failure.error._tag !== "SqlError") return sendError(c, failure.error)
       if (failure !== undefined && failure.error._tag === "SqlError" && isConnectionLoss(failure.error)) return sendError(c, storeLost)
-      await run(Effect.logError(printable(`http ${c.req.method} ${c.req.path} failed`), exit.cause))
+      await run(Effect.logError(printable(`http ${c.req.method} ${c.req.path} failed`), exit.cause).pipe(Effect.annotateLogs(requestAnnotations(c))))
       return sendStatus(c, 500, "internal", "the server failed to answer this request; it has been logged")
     })
 

@@ -1,0 +1,54 @@
+import { randomBytes } from "node:crypto"
+import type { Context } from "hono"
+import { routePath } from "hono/route"
+import type { Principal } from "../../auth/Principal.ts"
+
+/**
+ * What the log lines about one HTTP request carry (`LOG_FORMAT=json` shows them as fields): its
+ * id, the route that took it, who sent it, and the device it is about.
+ *
+ * The id is the client's `x-request-id` when it sent a plausible one (a proxy's or a load
+ * balancer's, so one id follows the request across both logs), else one made here; either way
+ * the answer carries it back in `x-request-id`, so a client quoting it finds the line.
+ */
+interface RequestLog {
+  readonly requestId: string
+  principal?: Principal
+}
+
+const requests = new WeakMap<Context, RequestLog>()
+
+const PLAUSIBLE_ID = /^[\w.:-]{1,64}$/
+
+/** Starts a request's log context; answers its id. */
+export const beginRequest = (c: Context): string => {
+  const sent = c.req.header("x-request-id")
+  const requestId = sent !== undefined && PLAUSIBLE_ID.test(sent) ? sent : `req_${randomBytes(9).toString("base64url")}`
+  requests.set(c, { requestId })
+  return requestId
+}
+
+/** The principal the request authenticated as, for its later log lines. */
+export const notePrincipal = (c: Context, principal: Principal) => {
+  const log = requests.get(c)
+  if (log !== undefined) log.principal = principal
+}
+
+/** The route as registered (`/v1/devices/:id`), or "unmatched" when no route took the request. */
+export const routeOf = (c: Context): string => {
+  const route = routePath(c, -1)
+  return route === "" || route.endsWith("*") ? "unmatched" : route
+}
+
+/** Log annotations of a request: requestId, route, and principal and deviceId where known. */
+export const requestAnnotations = (c: Context): Record<string, string> => {
+  const log = requests.get(c)
+  const out: Record<string, string> = {}
+  if (log !== undefined) out.requestId = log.requestId
+  out.route = routeOf(c)
+  const principal = log?.principal
+  if (principal !== undefined) out.principal = `${principal.kind}:${principal.id}`
+  const deviceId = principal?.kind === "device" ? principal.id : out.route.startsWith("/v1/devices/:id") ? c.req.param("id") : undefined
+  if (deviceId !== undefined) out.deviceId = deviceId
+  return out
+}

@@ -1,0 +1,78 @@
+import { mkdtemp, rm } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { BOOTSTRAP_KEY } from "../support/app.ts"
+import { type ServerProcess, startServerProcess } from "../support/process.ts"
+
+interface JsonLine {
+  readonly time: string
+  readonly level: string
+  readonly message: string
+  readonly [field: string]: unknown
+}
+
+const jsonLines = (output: string): Array<JsonLine> =>
+  output.split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line) as JsonLine)
+
+const waitFor = async <A>(probe: () => A | undefined, what: string, ms = 5_000): Promise<A> => {
+  const deadline = Date.now() + ms
+  for (;;) {
+    const value = probe()
+    if (value !== undefined) return value
+    if (Date.now() > deadline) throw new Error(`${what} within ${ms} ms`)
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+describe("LOG_FORMAT=json", () => {
+  let dir: string
+  let server: ServerProcess
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), "voltaic-logs-"))
+    // No BOOTSTRAP_APP_KEY: the generated secrets must come as a line of JSON too.
+    server = await startServerProcess({ DATA_DIR: dir, LOG_FORMAT: "json", LOG_LEVEL: "debug" })
+  })
+  afterAll(async () => {
+    await server?.stop()
+    await rm(dir, { recursive: true, force: true })
+  })
+
+  it("writes every line as one JSON object with time, level and message, the first-start secrets included", () => {
+    const lines = jsonLines(server.output())
+    expect(lines.length).toBeGreaterThan(3)
+    for (const line of lines) {
+      expect(Number.isNaN(Date.parse(line.time))).toBe(false)
+      expect(["trace", "debug", "info", "warn", "error", "fatal"]).toContain(line.level)
+      expect(typeof line.message).toBe("string")
+    }
+    expect(lines.some((l) => /^http listening on 127\.0\.0\.1:\d+ /.test(l.message))).toBe(true)
+    const secrets = lines.find((l) => l.message.startsWith("Voltaic created its first organisation"))
+    expect(secrets).toMatchObject({ adminEmail: "admin@voltaic.local" })
+    expect(String(secrets?.applicationKey)).toMatch(/^a_sk_/)
+    expect(String(secrets?.adminPassword).length).toBeGreaterThanOrEqual(12)
+  })
+
+  it("gives a refused request's line at info its request id, route, principal and device, and answers the id", async () => {
+    const key = String(jsonLines(server.output()).find((l) => l.applicationKey !== undefined)?.applicationKey)
+    const res = await fetch(`http://127.0.0.1:${server.port}/v1/devices/dev_nope`, {
+      headers: { authorization: `Bearer ${key}`, "x-request-id": "trace-42.a" }
+    })
+    expect(res.status).toBe(404)
+    expect(res.headers.get("x-request-id")).toBe("trace-42.a")
+    const line = await waitFor(() => jsonLines(server.output()).find((l) => l.requestId === "trace-42.a"), "the refusal's line")
+    expect(line).toMatchObject({ level: "info", route: "/v1/devices/:id", deviceId: "dev_nope" })
+    expect(String(line.principal)).toMatch(/^app:key_/)
+    expect(line.message).toContain("refused 404")
+
+    // Not a plausible id (a space, a newline): one is made instead, and answered.
+    const made = await fetch(`http://127.0.0.1:${server.port}/v1/devices`, { headers: { authorization: "Bearer a_sk_wrong", "x-request-id": "a b" } })
+    expect(made.status).toBe(401)
+    const id = made.headers.get("x-request-id") ?? ""
+    expect(id).toMatch(/^req_[\w-]{12}$/)
+    const refused = await waitFor(() => jsonLines(server.output()).find((l) => l.requestId === id), "the 401's line")
+    expect(refused).toMatchObject({ level: "info", route: "/v1/devices" })
+    expect(refused.principal).toBeUndefined()
+    expect(BOOTSTRAP_KEY).not.toBe(key)
+  })
+})
