@@ -324,7 +324,7 @@ describe("CoAP over UDP", () => {
     }
   })
 
-  it("logs one warning per refused request, naming the peer, the code and the reason", async () => {
+  it("logs one line per refused request, naming the peer, the code and the reason", async () => {
     const peer = await rawPeer(t.coapPort)
     const from = `127.0.0.1:${peer.port}`
     try {

@@ -53,7 +53,7 @@ const start = async (): Promise<Running> => {
     BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
     ADMIN_EMAIL,
     ADMIN_PASSWORD,
-    // Refusals are warnings, and the fuzzer makes thousands on purpose.
+    // Refusals are logged (at info), and the fuzzer makes thousands on purpose.
     LOG_LEVEL: "error",
     HOST: "127.0.0.1",
     COAP_PORT: "0"

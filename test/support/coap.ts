@@ -16,10 +16,10 @@ export interface CoapTestApp extends TestApp {
 
 /**
  * The CoAP layer over a fresh in-memory core, on 127.0.0.1 and a free port; REST through `call`.
- * With `logs`, the messages the CoAP layer logs at warn and above are appended to it (not printed).
+ * With `logs`, the messages the CoAP layer logs at info and above (its refusals among them) are appended to it (not printed).
  */
 export const startCoapApp = async (env: Record<string, string> = {}, logs?: Array<string>): Promise<CoapTestApp> => {
-  const t = await startApp({ DATABASE_URL: "memory://", ...(logs === undefined ? {} : { LOG_LEVEL: "warn" }), ...env })
+  const t = await startApp({ DATABASE_URL: "memory://", ...(logs === undefined ? {} : { LOG_LEVEL: "info" }), ...env })
   const scope = await Effect.runPromise(Scope.make())
   const provider = ConfigProvider.fromEnvRecord({ COAP_PORT: "0", HOST: "127.0.0.1", ...env })
   const core = Layer.succeedContext(t.context)

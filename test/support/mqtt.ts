@@ -35,7 +35,7 @@ export interface MqttTestApp {
   readonly httpPort: number | undefined
   /** The HTTPS port, when the app listens with a certificate. */
   readonly httpsPort: number | undefined
-  /** Every log line of the core and MQTT layers at or above `LOG_LEVEL` (default warn). */
+  /** Every log line of the core and MQTT layers at or above `LOG_LEVEL` (default info: refusals are logged at info). */
   readonly logs: Array<LogLine>
   /** `app.request` under `/v1`, JSON in and out. */
   call(method: string, path: string, options?: { key?: string | undefined; body?: unknown; headers?: Record<string, string> }): Promise<TestResponse>
@@ -89,7 +89,7 @@ export const startMqttApp = async (
     BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
     ADMIN_EMAIL,
     ADMIN_PASSWORD,
-    LOG_LEVEL: "warn",
+    LOG_LEVEL: "info",
     HOST: "127.0.0.1",
     MQTT_PORT: "0",
     MQTT_WS_PORT: "0",

@@ -125,15 +125,17 @@ export const CoapLive = Layer.effect(
     const answering = new Set<Promise<void>>()
 
     const warn = (line: string) => void runPromise(Effect.logWarning(line)).catch(() => undefined)
+    const info = (line: string) => void runPromise(Effect.logInfo(line)).catch(() => undefined)
+    /** A 4.xx is the client's business (info); a 5.xx is this server's (a warning). */
     const logRefusal = (request: string, reply: CoapReply) => {
       const line = refusalLine(request, reply)
-      if (line !== undefined) warn(line)
+      if (line !== undefined) (reply.code.startsWith("4.") ? info : warn)(line)
     }
     /** A datagram dropped, or rejected with a Reset: one line per peer per window at most (`makeLogLimit`). */
     const logDropped = (from: RemoteInfo, what: string, reason: string) => {
       const peer = endpointName(from.address, from.port)
       const held = dropLog.admit(peer, Date.now())
-      if (held !== undefined) warn(printable(withHeld(`coap datagram from ${peer} ${what}: ${reason}`, held)))
+      if (held !== undefined) info(printable(withHeld(`coap datagram from ${peer} ${what}: ${reason}`, held)))
     }
 
     watchSends(socket, (datagram, port, address) => {

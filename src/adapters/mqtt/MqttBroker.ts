@@ -126,8 +126,9 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         while (recent.length > 0 && recent[0] <= now - Duration.toMillis(REFUSAL_WINDOW)) recent.shift()
         recent.push(now)
         const abusive = recent.length >= MAX_REFUSALS
+        // The client's fault (invalid, unknown, forbidden, too large): info.
         return Effect.andThen(
-          Effect.logWarning(
+          Effect.logInfo(
             printable(
               `mqtt publish on ${packet.topic} from ${peer(client)} refused (0x${refusal.reasonCode.toString(16)}): ${refusal.message}` +
                 (abusive ? `; disconnecting after ${recent.length} refusals within ${Duration.format(REFUSAL_WINDOW)}` : "")
@@ -255,7 +256,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           addresses.set(client, describePeer(connection, request))
           const guarded = guardConnection(client, {
             maxBytes: () => sessions.has(client) ? MAX_PACKET_BYTES : MAX_PACKET_BYTES_UNAUTHENTICATED,
-            onViolation: (reason) => run(Effect.logWarning(`mqtt connection of ${peer(client)} closed: ${reason}`))
+            onViolation: (reason) => run(Effect.logInfo(`mqtt connection of ${peer(client)} closed: ${reason}`))
           })
           if (!guarded) {
             run(Effect.logError("mqtt connection refused: this aedes has no parser to guard (see src/adapters/mqtt/guard.ts)"))

@@ -53,7 +53,7 @@ export const makeAuthenticate = (deps: {
   const admit = (client: Client, username: string | undefined, principal: Principal, done: Done) => {
     const key = principalKey(principal)
     const refuse = Effect.andThen(
-      Effect.logWarning(`mqtt connect refused for ${peer(client)}: the client id belongs to another credential's session`),
+      Effect.logInfo(`mqtt connect refused for ${peer(client)}: the client id belongs to another credential's session`),
       Effect.sync(() => done(authError(CONNACK_IDENTIFIER_REJECTED, "client id in use by another credential"), false))
     )
     // Taking another principal's client id over would close that session and hand this one its queued deliveries.
@@ -95,7 +95,8 @@ export const makeAuthenticate = (deps: {
           onSuccess: () => Effect.void,
           onFailure: (e) =>
             Effect.andThen(
-              Effect.logWarning(
+              // The client's credential: info; the store's failure: a warning.
+              (e._tag === "SqlError" ? Effect.logWarning : Effect.logInfo)(
                 `mqtt connect refused for ${peer(client)}: ${username ? e.message : "no credential: send the key as the MQTT username"}`
               ),
               Effect.sync(() =>

@@ -44,7 +44,7 @@ export const makeSubscriptions = (deps: {
     const deviceId = subscriptionDevice(subscription.topic)
     const refuse = (why: string) =>
       Effect.andThen(
-        Effect.logWarning(printable(`mqtt subscription to ${subscription.topic} from ${peer(client)} refused: ${why}`)),
+        Effect.logInfo(printable(`mqtt subscription to ${subscription.topic} from ${peer(client)} refused: ${why}`)),
         // A null subscription is answered 0x80 in the SUBACK [MQTT-3.9.3].
         Effect.sync(() => callback(null, null))
       )
