@@ -6,20 +6,21 @@ import { describeStartupFailure } from "../app.ts"
 import { run } from "../launch.ts"
 import { nodeHooks } from "../nodeServer.ts"
 import { RecoveryRefused } from "../store/recovery.ts"
+import { importCommand, ImportRefused } from "./importEnergy.ts"
 import { adminCommand, keysCommand } from "./recovery.ts"
 import { migrateCommand, startCommand } from "./server.ts"
 
 /** `voltaic <command>` (the package's bin; `npm run voltaic -- <command>` from the sources): the operator's tool. */
 const voltaic = Command.make("voltaic").pipe(
   Command.withDescription("Voltaic's command-line tool; it reads the server's settings (DATABASE_URL, DATA_DIR, …)"),
-  Command.withSubcommands([startCommand, migrateCommand, adminCommand, keysCommand])
+  Command.withSubcommands([startCommand, migrateCommand, adminCommand, keysCommand, importCommand])
 )
 
 /** One line, as a failed start prints it; none where the CLI library showed its own usage error. */
 const describeFailure = (cause: Cause.Cause<unknown>): string | undefined => {
   const failure = cause.reasons.find(Cause.isFailReason)?.error
   if (CliError.isCliError(failure)) return undefined
-  return failure instanceof RecoveryRefused ? failure.message : describeStartupFailure(cause)
+  return failure instanceof RecoveryRefused || failure instanceof ImportRefused ? failure.message : describeStartupFailure(cause)
 }
 
 run(
