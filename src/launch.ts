@@ -1,5 +1,6 @@
 import { Cause, Effect, Exit, Layer } from "effect"
-import { describeStartupFailure, withLogLevel } from "./app.ts"
+import { withLogLevel } from "./logLevel.ts"
+import { describeStartupFailure } from "./startupFailure.ts"
 
 /** What an entry file supplies about its runtime. */
 export interface RuntimeHooks {

@@ -1,4 +1,5 @@
 import { launch } from "./launch.ts"
-import { nodeHooks, NodeAppLive } from "./nodeServer.ts"
+import { nodeHooks } from "./nodeProcess.ts"
+import { NodeAppLive } from "./nodeServer.ts"
 
 launch(NodeAppLive, nodeHooks)

@@ -1,6 +1,6 @@
 import { Cause, Console, Effect, Result, Schema } from "effect"
 import { Command } from "effect/cli"
-import { describeStartupFailure } from "../app.ts"
+import { describeStartupFailure } from "../startupFailure.ts"
 import { AppConfig } from "../config.ts"
 import { checkDatabase, checkNats, checkPorts, checkTls, type Verdict } from "./checks.ts"
 
