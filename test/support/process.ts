@@ -41,6 +41,10 @@ const spawnServer = (env: Record<string, string>) =>
 export const spawnNpmStart = (env: Record<string, string>) =>
   spawn("npm", ["start", "--silent"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
+/** `voltaic start` from the sources: the command-line tool's way to the same server. */
+export const spawnCliStart = (env: Record<string, string>) =>
+  spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "start"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+
 const LISTENING = {
   port: /http listening on [^\s:]+:(\d+)/,
   mqttPort: /mqtt listening on [^\s:]+:(\d+)/,
