@@ -21,6 +21,9 @@ export const DEFAULT_BATCH_SIZE = 10_000
 
 const count = (n: number) => n.toLocaleString("en-US")
 
+/** The exit code of an import a signal stopped: 128 + SIGINT's number, as a shell reports it. */
+const INTERRUPTED = 130
+
 /** `rows[17].timestamp: must be …` → `data.ndjson line 19: timestamp: must be …`. */
 const atLine = (file: string, line: number, error: InvalidInput): string => {
   const field = error.field.replace(/^rows\[\d+\]\.?/, "")
@@ -144,23 +147,32 @@ export const importEnergy = (input: ImportInput) =>
           }
           rows[i] = row
         }
-        // A batch under way is committed before an interruption stops the import: the count said is exact.
-        const outcome = yield* Effect.uninterruptible(importReadings(sql, organisation.id, rows)).pipe(
-          Effect.mapError((error) =>
-            new ImportRefused({
-              message: `${file} lines ${next.value[0].line}–${next.value.at(-1)!.line}: ${error.message}; ${sofar()}`
-            })
+        // A batch under way is committed and counted before an interruption stops the import
+        // (counted inside: once the region ends, the interruption comes first): the count said is exact.
+        yield* Effect.uninterruptible(Effect.tap(importReadings(sql, organisation.id, rows), (outcome) =>
+          Effect.sync(() => {
+            imported += outcome.imported
+            stored += outcome.stored
+            baselines += outcome.baselines
+            throughLine = next.value.at(-1)!.line
+          }))).pipe(
+            Effect.mapError((error) =>
+              new ImportRefused({
+                message: `${file} lines ${next.value[0].line}–${next.value.at(-1)!.line}: ${error.message}; ${sofar()}`
+              })
+            )
           )
-        )
-        imported += outcome.imported
-        stored += outcome.stored
-        baselines += outcome.baselines
-        throughLine = next.value.at(-1)!.line
         progress.update(imported)
       }
     }).pipe(
       Effect.ensuring(Effect.sync(() => progress.finish())),
-      Effect.onInterrupt(() => Console.error(`voltaic: interrupted: ${sofar()}`))
+      Effect.onInterrupt(() =>
+        Effect.andThen(
+          Console.error(`voltaic: interrupted: ${sofar()}`),
+          // Not a success: a script running the import sees it stopped half-way.
+          Effect.sync(() => void (process.exitCode = INTERRUPTED))
+        )
+      )
     )
     const seconds = (performance.now() - started) / 1000
     yield* Console.log(
