@@ -1,9 +1,10 @@
 // `npm run build`: the TypeScript of src/ and actors/ compiled into dist/ (tsconfig.build.json),
-// with the migrations copied beside it (src/store/migrate.ts reads them relative to itself).
+// with the migrations copied beside it (src/store/migrate.ts reads them relative to itself), and the
+// command-line tool dist/src/cli/main.js (the package's bin) made executable.
 // `--if-needed` (what `npm start` runs) skips the compiler when no source, migration or setting
 // changed since the last build: a start then costs no build at all.
 import { execFileSync } from "node:child_process"
-import { cpSync, existsSync, readdirSync, statSync, utimesSync } from "node:fs"
+import { chmodSync, cpSync, existsSync, readdirSync, statSync, utimesSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -25,6 +26,8 @@ const upToDate = existsSync(stamp) && existsSync(join(root, "dist", "migrations"
 if (process.argv.includes("--if-needed") && upToDate) process.exit(0)
 execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" })
 cpSync(join(root, "migrations"), join(root, "dist", "migrations"), { recursive: true })
+// The package's bin (`voltaic`), run by its shebang: tsc writes files without the execute bit.
+chmodSync(join(root, "dist", "src", "cli", "main.js"), 0o755)
 // tsc leaves its build info untouched when the output did not change: the stamp is this build's.
 const now = new Date()
 utimesSync(stamp, now, now)

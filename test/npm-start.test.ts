@@ -1,8 +1,10 @@
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawnSync } from "node:child_process"
+import { accessSync, constants, readFileSync } from "node:fs"
+import { join } from "node:path"
 import { createServer } from "node:net"
 import { createSocket } from "node:dgram"
 import { describe, expect, it } from "vitest"
-import { spawnNpmStart, startServerProcess } from "./support/process.ts"
+import { ROOT, spawnNpmStart, startServerProcess } from "./support/process.ts"
 
 /** Whether a TCP port on 127.0.0.1 can be bound (nobody holds it). */
 const tcpFree = (port: number) =>
@@ -49,5 +51,19 @@ describe("npm start: the built JavaScript, stopped by a signal to npm", () => {
     expect(alive(children[0])).toBe(false)
     for (const port of [server.port, server.mqttPort, server.mqttWsPort]) expect(await tcpFree(port)).toBe(true)
     expect(await udpFree(server.coapPort)).toBe(true)
+  }, 240_000)
+
+  it("builds the package's bin, dist/src/cli/main.js: an executable with a shebang that runs the built tool", () => {
+    execFileSync(process.execPath, ["scripts/build.mjs", "--if-needed"], { cwd: ROOT, stdio: "ignore" })
+    const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8"))
+    expect(pkg.bin).toEqual({ voltaic: "dist/src/cli/main.js" })
+    const bin = join(ROOT, pkg.bin.voltaic)
+    expect(readFileSync(bin, "utf8").split("\n")[0]).toBe("#!/usr/bin/env node")
+    accessSync(bin, constants.X_OK)
+    // Run by its shebang, from the built JavaScript with the migrations copied beside it.
+    const migrated = spawnSync(bin, ["migrate"], { cwd: ROOT, env: { ...process.env, DATABASE_URL: "memory://" }, encoding: "utf8" })
+    expect(migrated.stderr).toBe("")
+    expect(migrated.status).toBe(0)
+    expect(migrated.stdout).toMatch(/^PGlite in memory: applied \d+ migrations:\n  0001_init\.sql\n/)
   }, 240_000)
 })

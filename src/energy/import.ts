@@ -81,6 +81,29 @@ export const parseImportBody = (kind: EnergyKind, text: string): Array<ImportRow
   return rows
 }
 
+/**
+ * One row's JSON text (an NDJSON line, an element of a JSON array) → row, by the rules
+ * `parseImportBody` applies to each row of a body: depth before parsing, then the payload
+ * policy, then `parseImportRow`. Errors name the row as `rows[index]`. For readers of rows
+ * one at a time: `voltaic import energy` streams files of any size through it.
+ */
+export const parseImportText = (kind: EnergyKind, text: string, index: number): ImportRow | InvalidInput => {
+  const field = `rows[${index}]`
+  // A row is one level inside the body's array: the body's bound, less one.
+  if (nestsDeeperThan(text, MAX_JSON_DEPTH - 1)) return new InvalidInput({ field, message: `${field}: must be at most ${MAX_JSON_DEPTH - 1} levels deep` })
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch (error) {
+    return malformed(field, error)
+  }
+  // Inside an array, as in a body: the same depth count, and the field named `rows[0]…`.
+  const breach = screen([raw], "rows")
+  if (breach === undefined) return parseImportRow(kind, raw, index)
+  const named = field + breach.field.slice("rows[0]".length)
+  return new InvalidInput({ field: named, message: named + breach.message.slice(breach.field.length) })
+}
+
 /** Series ids per database client (see SeriesCache). */
 const seriesCaches = new WeakMap<SqlClient, SeriesCache>()
 

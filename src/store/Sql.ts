@@ -276,7 +276,8 @@ const openPostgres = (url: Redacted.Redacted<string>) =>
     return postgresClient(sql, sql, { outage, failed })
   })
 
-const redactUrl = (raw: string): string => {
+/** A database URL with its password as `***`, for messages. */
+export const redactUrl = (raw: string): string => {
   try {
     const url = new URL(raw)
     if (url.password) url.password = "***"

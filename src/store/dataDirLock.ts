@@ -63,8 +63,10 @@ const mayBeRunning = (holder: Holder): boolean => {
   }
 }
 
+const holderText = (holder: Holder) => `process ${holder.pid} (${holder.role}) on host ${holder.host}, started ${holder.startedAt}`
+
 const describe = (dataDir: string, holder: Holder): string => {
-  const who = `process ${holder.pid} (${holder.role}) on host ${holder.host}, started ${holder.startedAt}`
+  const who = holderText(holder)
   const remedy = holder.host === hostname()
     ? "stop it first, or give this process another DATA_DIR"
     : `stop it first; if it is gone, delete ${join(dataDir, LOCK_FILE)}`
@@ -143,3 +145,15 @@ export const lockDataDir = (dataDir: string, role: string) =>
     }),
     (release) => Effect.promise(release)
   )
+
+/**
+ * Who holds `dataDir`, found without taking it (so a server starting meanwhile is not refused):
+ * `process 123 (voltaic server) on host h, started …`, or undefined when it is free (no lock,
+ * or one a process that is gone left, which the next opener takes over).
+ */
+export const dataDirHolder = async (dataDir: string): Promise<string | undefined> => {
+  const text = await readHolder(join(dataDir, LOCK_FILE))
+  const holder = text === undefined ? undefined : parseHolder(text)
+  if (holder === undefined || !mayBeRunning(holder)) return undefined
+  return holderText(holder)
+}

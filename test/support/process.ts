@@ -41,6 +41,10 @@ const spawnServer = (env: Record<string, string>) =>
 export const spawnNpmStart = (env: Record<string, string>) =>
   spawn("npm", ["start", "--silent"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
+/** `voltaic start` from the sources: the command-line tool's way to the same server. */
+export const spawnCliStart = (env: Record<string, string>) =>
+  spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "start"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+
 const LISTENING = {
   port: /http listening on [^\s:]+:(\d+)/,
   mqttPort: /mqtt listening on [^\s:]+:(\d+)/,
@@ -115,18 +119,30 @@ export const runServerToExit = (env: Record<string, string>, timeoutMs = 30_000)
     })
   })
 
-/** `npm run voltaic -- …args` without npm: the command-line tool through tsx, run to its end. */
-export const runCli = (args: ReadonlyArray<string>, env: Record<string, string>, timeoutMs = 60_000): Promise<Exited> =>
+/** `npm run voltaic -- …args` without npm: the command-line tool through tsx. */
+export const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string>) =>
+  spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: "info", ...env },
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+
+/** The command-line tool run to its end; `onStderr` sees its stderr as it comes (to signal it mid-way). */
+export const runCli = (
+  args: ReadonlyArray<string>,
+  env: Record<string, string>,
+  timeoutMs = 60_000,
+  onStderr?: (stderr: string, child: ChildProcess) => void
+): Promise<Exited> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
-      cwd: ROOT,
-      env: { ...process.env, LOG_LEVEL: "info", ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
+    const child = spawnCli(args, env)
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()))
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString()))
+    child.stderr.on("data", (c: Buffer) => {
+      stderr += c.toString()
+      onStderr?.(stderr, child)
+    })
     const timer = setTimeout(() => {
       child.kill("SIGKILL")
       reject(new Error(`voltaic ${args.join(" ")} did not end within ${timeoutMs} ms:\n${stdout}${stderr}`))
