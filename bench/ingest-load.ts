@@ -9,6 +9,9 @@
  *   delivery against the send time the publisher put in `data.t`.
  * - idle: connections that connect and then hold still, for the broker's memory per connection.
  *
+ * MQTT goes over TLS for an `mqtts:` URL (the lean client and mqtt.js alike), trusting the
+ * spec's `ca`.
+ *
  * Times are wall-clock milliseconds with sub-millisecond resolution
  * (`performance.timeOrigin + performance.now()`), comparable between processes.
  */
@@ -29,7 +32,8 @@ import {
   type PublishSpec,
   READY,
   type SubscribeResult,
-  type SubscribeSpec
+  type SubscribeSpec,
+  type TrustedCa
 } from "./ingest-protocol.ts"
 
 const now = () => performance.timeOrigin + performance.now()
@@ -67,10 +71,12 @@ const waitForGo = async (): Promise<number> => {
 // ---------------------------------------------------------------------------------------
 // MQTT connections
 
-const connectMqtt = (url: string, clientId: string, key: string): Promise<MqttClient> =>
+/** `ca`: for an `mqtts:` URL, the PEM certificate the broker's must chain to (see `TrustedCa`). */
+const connectMqtt = (url: string, clientId: string, key: string, ca: TrustedCa): Promise<MqttClient> =>
   new Promise((resolveClient, reject) => {
     const options: IClientOptions = {
       clientId,
+      ...(ca === undefined ? {} : { ca }),
       protocolVersion: 4,
       clean: true,
       keepalive: 60,
@@ -143,10 +149,10 @@ const mqttJsPublisher = (client: MqttClient): Publisher => ({
   end: () => void client.end(true)
 })
 
-const connectPublisher = (url: string) => (clientId: string, key: string): Promise<Publisher> =>
+const connectPublisher = (url: string, ca: TrustedCa) => (clientId: string, key: string): Promise<Publisher> =>
   process.env.BENCH_LOAD_CLIENT === "mqtt.js"
-    ? connectMqtt(url, clientId, key).then(mqttJsPublisher)
-    : LeanMqttClient.connect(url, clientId, key)
+    ? connectMqtt(url, clientId, key, ca).then(mqttJsPublisher)
+    : LeanMqttClient.connect(url, clientId, key, ca === undefined ? {} : { ca })
 
 // ---------------------------------------------------------------------------------------
 // Publishing
@@ -162,7 +168,7 @@ const publish = async (spec: PublishSpec) => {
   let coapAgent: CoapAgent | undefined
   let httpAgent: HttpAgent | undefined
   if (transport.kind === "mqtt") {
-    const connected = await connectAll(connectPublisher(transport.url), spec.devices, spec.devices.length, spec.clientPrefix, 100)
+    const connected = await connectAll(connectPublisher(transport.url, transport.ca), spec.devices, spec.devices.length, spec.clientPrefix, 100)
     if (connected.failed > 0) throw new Error(`${connected.failed} of ${spec.devices.length} MQTT connections failed: ${connected.firstError}`)
     clients = connected.clients.filter((c): c is Publisher => c !== undefined)
     for (const client of clients) {
@@ -434,7 +440,7 @@ const publish = async (spec: PublishSpec) => {
 // Subscribing
 
 const subscribe = async (spec: SubscribeSpec) => {
-  const client = await connectMqtt(spec.url, `${spec.clientPrefix}-sub`, spec.key)
+  const client = await connectMqtt(spec.url, `${spec.clientPrefix}-sub`, spec.key, spec.ca)
   let subscribed = 0
   for (let i = 0; i < spec.deviceIds.length; i += 100) {
     const topics = spec.deviceIds.slice(i, i + 100).map((id) => `devices/${id}/events/+`)
@@ -476,7 +482,7 @@ const subscribe = async (spec: SubscribeSpec) => {
 // Idle connections
 
 const idle = async (spec: IdleSpec) => {
-  const connected = await connectAll((clientId, key) => connectMqtt(spec.url, clientId, key), spec.devices, spec.connections, spec.clientPrefix, spec.connectWidth)
+  const connected = await connectAll((clientId, key) => connectMqtt(spec.url, clientId, key, spec.ca), spec.devices, spec.connections, spec.clientPrefix, spec.connectWidth)
   const ready: IdleReady = { opened: spec.connections - connected.failed, failed: connected.failed, firstError: connected.firstError }
   process.stdout.write(`${READY} ${JSON.stringify(ready)}\n`)
   for (;;) {

@@ -21,8 +21,17 @@ export interface Timing {
   readonly drainLimitMs: number
 }
 
+/**
+ * For an `mqtts:` URL: the PEM certificate the broker's must chain to (bench/ingest.ts's
+ * target `tls` passes its self-signed one); absent for `mqtt:`. Trusting it rather than turning
+ * verification off (`rejectUnauthorized: false`) connects as a device would, and a wrong
+ * certificate or address fails the case at connect instead of being measured unnoticed; the
+ * server's side of the handshake is the same either way.
+ */
+export type TrustedCa = string | undefined
+
 export type Transport =
-  | { readonly kind: "mqtt"; readonly url: string; readonly qos: 0 | 1 }
+  | { readonly kind: "mqtt"; readonly url: string; readonly qos: 0 | 1; readonly ca: TrustedCa }
   | { readonly kind: "coap"; readonly host: string; readonly port: number }
   | { readonly kind: "http"; readonly url: string }
 
@@ -50,6 +59,7 @@ export interface PublishSpec extends Timing {
 export interface SubscribeSpec extends Timing {
   readonly mode: "subscribe"
   readonly url: string
+  readonly ca: TrustedCa
   /** The application key (MQTT username); "" on a broker without auth. */
   readonly key: string
   readonly clientPrefix: string
@@ -62,6 +72,7 @@ export interface SubscribeSpec extends Timing {
 export interface IdleSpec {
   readonly mode: "idle"
   readonly url: string
+  readonly ca: TrustedCa
   readonly devices: ReadonlyArray<DeviceCredential>
   readonly connections: number
   readonly clientPrefix: string

@@ -12,10 +12,16 @@
  * `socket.write` per publish, Nagle held a connection's second publish until the first was
  * acknowledged, and the closed-loop cases stored ~12 % fewer events/s than with mqtt.js.
  *
+ * An `mqtts:` URL connects with `tls.connect` instead, everything else the same: Nagle stays on
+ * as on TCP (no `setNoDelay` on either), and the corked writes of a tick reach the TLS socket as
+ * one `writev`, which Node's TLS layer joins before encrypting (one record up to 16 KB), so a
+ * tick's publishes on a connection are still one write to TCP.
+ *
  * No keep-alive (CONNECT with keepalive 0), no reconnection, no QoS 2: a case lasts seconds,
  * and a lost connection fails what it had in flight.
  */
-import { createConnection, type Socket } from "node:net"
+import { createConnection, isIP, type Socket } from "node:net"
+import { connect as tlsConnect } from "node:tls"
 import mqttPacket from "mqtt-packet"
 
 export type Outcome = { readonly kind: "ok" } | { readonly kind: "refused" } | { readonly kind: "error"; readonly error: string }
@@ -35,11 +41,21 @@ export class LeanMqttClient {
     this.socket = socket
   }
 
-  /** Connects with `username` as the credential (the password is ignored by Voltaic). */
-  static connect(url: string, clientId: string, username: string, timeoutMs = 30_000): Promise<LeanMqttClient> {
-    const { hostname, port } = new URL(url)
+  /**
+   * Connects with `username` as the credential (the password is ignored by Voltaic). `mqtts:`
+   * connects over TLS and verifies the broker's certificate against `ca` (PEM) when given, as a
+   * device would, host name included; without `ca`, against Node's default roots.
+   */
+  static connect(url: string, clientId: string, username: string, options: { readonly ca?: string; readonly timeoutMs?: number } = {}): Promise<LeanMqttClient> {
+    const { protocol, hostname, port } = new URL(url)
+    const secure = protocol === "mqtts:"
+    const timeoutMs = options.timeoutMs ?? 30_000
     return new Promise((resolveClient, reject) => {
-      const socket = createConnection({ host: hostname, port: Number(port) })
+      const address = { host: hostname, port: port === "" ? (secure ? 8883 : 1883) : Number(port) }
+      const socket: Socket = secure
+        // An IP address is no TLS server name (RFC 6066); its certificate is then checked against the IP.
+        ? tlsConnect({ ...address, ...(isIP(hostname) === 0 ? { servername: hostname } : {}), ...(options.ca === undefined ? {} : { ca: options.ca }) })
+        : createConnection(address)
       const client = new LeanMqttClient(socket)
       const parser = mqttPacket.parser({ protocolVersion: 4 })
       let settled = false
