@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import mqtt from "mqtt"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import { type ServerProcess, startServerProcess } from "../support/process.ts"
@@ -74,5 +75,32 @@ describe("LOG_FORMAT=json", () => {
     expect(refused).toMatchObject({ level: "info", route: "/v1/devices" })
     expect(refused.principal).toBeUndefined()
     expect(BOOTSTRAP_KEY).not.toBe(key)
+  })
+
+  it("gives an MQTT refusal's line at info the client id, the principal and the device", async () => {
+    const key = String(jsonLines(server.output()).find((l) => l.applicationKey !== undefined)?.applicationKey)
+    const post = async (path: string, body: unknown) =>
+      (await fetch(`http://127.0.0.1:${server.port}/v1${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+        body: JSON.stringify(body)
+      })).json() as Promise<{ id: string; secretKey: string }>
+    const space = await post("/spaces", { name: "Logs" })
+    const device = await post("/devices", { name: "Chatty", space: { id: space.id } })
+    const client = await mqtt.connectAsync(`mqtt://127.0.0.1:${server.mqttPort}`, {
+      clientId: "json-log-client",
+      username: device.secretKey,
+      password: " ",
+      reconnectPeriod: 0
+    })
+    try {
+      // Not JSON: refused (PUBACKed and dropped), and logged.
+      await client.publishAsync("events", "{not json", { qos: 1 })
+    } finally {
+      await client.endAsync(true)
+    }
+    const line = await waitFor(() => jsonLines(server.output()).find((l) => l.clientId === "json-log-client" && /refused/.test(l.message)), "the publish refusal's line")
+    expect(line).toMatchObject({ level: "info", principal: `device:${device.id}`, deviceId: device.id })
+    expect(line.message).toMatch(/^mqtt publish on events from client json-log-client from 127\.0\.0\.1:\d+ refused/)
   })
 })

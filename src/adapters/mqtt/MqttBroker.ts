@@ -17,7 +17,7 @@ import { mqttRefusal } from "./errors.ts"
 import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
 import { makePersistence } from "./persistence.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
-import { AlreadyLogged, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes } from "./sessions.ts"
+import { AlreadyLogged, connectionAnnotations, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes } from "./sessions.ts"
 import { makeSubscriptions } from "./subscriptions.ts"
 import { live as liveMetrics } from "../../metrics.ts"
 
@@ -67,7 +67,9 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         Effect.andThen(
           Cause.hasInterruptsOnly(cause)
             ? Effect.void
-            : Effect.logError(printable(`mqtt ${what} from ${peer(client)} failed; closing the connection`), cause),
+            : Effect.logError(printable(`mqtt ${what} from ${peer(client)} failed; closing the connection`), cause).pipe(
+              Effect.annotateLogs(connectionAnnotations(client, sessions.get(client)))
+            ),
           Effect.sync(close)
         )
 
@@ -105,7 +107,9 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       /** Connections already closing because a publish of theirs could not be stored. */
       const notStored = new WeakSet<Client>()
 
-      const refuse = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => (e: IngestError) => {
+      const refuse = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => (e: IngestError) =>
+        refuseUnannotated(client, session, packet, callback)(e).pipe(Effect.annotateLogs(connectionAnnotations(client, session)))
+      const refuseUnannotated = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => (e: IngestError) => {
         const refusal = mqttRefusal(e)
         if (e._tag === "Unavailable" || e._tag === "SqlError") {
           // Not the client's fault: no PUBACK, so it sends the message again. Logged once per
@@ -225,7 +229,9 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       const onClientError = (client: Client, error: Error) => {
         // Refusals were logged where they happened; errors after the close are its echo.
         if (error instanceof AlreadyLogged || client.closed) return
-        run(Effect.logWarning(`mqtt connection of ${peer(client)} closed: ${error.message}`))
+        run(Effect.logWarning(`mqtt connection of ${peer(client)} closed: ${error.message}`).pipe(
+          Effect.annotateLogs(connectionAnnotations(client, sessions.get(client)))
+        ))
       }
       // A device's PINGREQ is a sign of life too (keep-alive of an otherwise quiet session).
       broker.on("ping", (_packet, client) => {
@@ -256,7 +262,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           addresses.set(client, describePeer(connection, request))
           const guarded = guardConnection(client, {
             maxBytes: () => sessions.has(client) ? MAX_PACKET_BYTES : MAX_PACKET_BYTES_UNAUTHENTICATED,
-            onViolation: (reason) => run(Effect.logInfo(`mqtt connection of ${peer(client)} closed: ${reason}`))
+            onViolation: (reason) =>
+              run(Effect.logInfo(`mqtt connection of ${peer(client)} closed: ${reason}`).pipe(
+                Effect.annotateLogs(connectionAnnotations(client, sessions.get(client)))
+              ))
           })
           if (!guarded) {
             run(Effect.logError("mqtt connection refused: this aedes has no parser to guard (see src/adapters/mqtt/guard.ts)"))

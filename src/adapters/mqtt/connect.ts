@@ -6,7 +6,7 @@ import type { Activity } from "../../ingest/Activity.ts"
 import type { ClientIds } from "./clientIds.ts"
 import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_IDENTIFIER_REJECTED, CONNACK_SERVER_UNAVAILABLE } from "./errors.ts"
 import type { SqlPersistence } from "./persistence.ts"
-import { authError, principalKey, type Session } from "./sessions.ts"
+import { authError, connectionAnnotations, principalKey, type Session } from "./sessions.ts"
 
 /**
  * While the store is behind (`Unavailable`), a publish is retried and its PUBACK delayed
@@ -53,7 +53,9 @@ export const makeAuthenticate = (deps: {
   const admit = (client: Client, username: string | undefined, principal: Principal, done: Done) => {
     const key = principalKey(principal)
     const refuse = Effect.andThen(
-      Effect.logInfo(`mqtt connect refused for ${peer(client)}: the client id belongs to another credential's session`),
+      Effect.logInfo(`mqtt connect refused for ${peer(client)}: the client id belongs to another credential's session`).pipe(
+        Effect.annotateLogs(connectionAnnotations(client, undefined))
+      ),
       Effect.sync(() => done(authError(CONNACK_IDENTIFIER_REJECTED, "client id in use by another credential"), false))
     )
     // Taking another principal's client id over would close that session and hand this one its queued deliveries.
@@ -98,7 +100,7 @@ export const makeAuthenticate = (deps: {
               // The client's credential: info; the store's failure: a warning.
               (e._tag === "SqlError" ? Effect.logWarning : Effect.logInfo)(
                 `mqtt connect refused for ${peer(client)}: ${username ? e.message : "no credential: send the key as the MQTT username"}`
-              ),
+              ).pipe(Effect.annotateLogs(connectionAnnotations(client, undefined))),
               Effect.sync(() =>
                 done(
                   e._tag === "SqlError"

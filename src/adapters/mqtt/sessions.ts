@@ -18,6 +18,20 @@ export interface Session {
   readonly watched: Set<string>
 }
 
+/**
+ * What a log line about a connection carries as annotations (fields with `LOG_FORMAT=json`): the
+ * client id, and once it authenticated, its principal and, for a device key, its device.
+ */
+export const connectionAnnotations = (client: { readonly id?: string | null }, session: Session | undefined): Record<string, string> => {
+  const out: Record<string, string> = {}
+  if (typeof client.id === "string") out.clientId = client.id
+  if (session !== undefined) {
+    out.principal = `${session.principal.kind}:${session.principal.id}`
+    if (session.principal.kind === "device") out.deviceId = session.principal.id
+  }
+  return out
+}
+
 /** A principal as the owner of client ids: a user by user (any of its tokens), others by id. */
 export const principalKey = (principal: Principal) => `${principal.kind}/${principal.organisationId}/${principal.id}`
 

@@ -5,7 +5,7 @@ import { subscriptionDevice } from "../../bus/topics.ts"
 import type { SqlClient } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
 import { isDropped } from "./guard.ts"
-import { AlreadyLogged, deliveryDevice, type Session } from "./sessions.ts"
+import { AlreadyLogged, connectionAnnotations, deliveryDevice, type Session } from "./sessions.ts"
 
 /** Device id → organisation, for subscription checks; devices never change organisation. */
 const OWNER_CACHE_MAX = 100_000
@@ -44,7 +44,9 @@ export const makeSubscriptions = (deps: {
     const deviceId = subscriptionDevice(subscription.topic)
     const refuse = (why: string) =>
       Effect.andThen(
-        Effect.logInfo(printable(`mqtt subscription to ${subscription.topic} from ${peer(client)} refused: ${why}`)),
+        Effect.logInfo(printable(`mqtt subscription to ${subscription.topic} from ${peer(client)} refused: ${why}`)).pipe(
+          Effect.annotateLogs(connectionAnnotations(client, session))
+        ),
         // A null subscription is answered 0x80 in the SUBACK [MQTT-3.9.3].
         Effect.sync(() => callback(null, null))
       )
