@@ -4,6 +4,7 @@ import { join } from "node:path"
 import mqtt from "mqtt"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
+import { eventually } from "../support/eventually.ts"
 import { type ServerProcess, startServerProcess } from "../support/process.ts"
 
 interface JsonLine {
@@ -15,16 +16,6 @@ interface JsonLine {
 
 const jsonLines = (output: string): Array<JsonLine> =>
   output.split("\n").filter((line) => line.trim() !== "").map((line) => JSON.parse(line) as JsonLine)
-
-const waitFor = async <A>(probe: () => A | undefined, what: string, ms = 5_000): Promise<A> => {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`${what} within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 25))
-  }
-}
 
 describe("LOG_FORMAT=json", () => {
   let dir: string
@@ -61,7 +52,7 @@ describe("LOG_FORMAT=json", () => {
     })
     expect(res.status).toBe(404)
     expect(res.headers.get("x-request-id")).toBe("trace-42.a")
-    const line = await waitFor(() => jsonLines(server.output()).find((l) => l.requestId === "trace-42.a"), "the refusal's line")
+    const line = (await eventually(() => jsonLines(server.output()).find((l) => l.requestId === "trace-42.a"), 5_000, "the refusal's line")).value
     expect(line).toMatchObject({ level: "info", route: "/v1/devices/:id", deviceId: "dev_nope" })
     expect(String(line.principal)).toMatch(/^app:key_/)
     expect(line.message).toContain("refused 404")
@@ -71,7 +62,7 @@ describe("LOG_FORMAT=json", () => {
     expect(made.status).toBe(401)
     const id = made.headers.get("x-request-id") ?? ""
     expect(id).toMatch(/^req_[\w-]{12}$/)
-    const refused = await waitFor(() => jsonLines(server.output()).find((l) => l.requestId === id), "the 401's line")
+    const refused = (await eventually(() => jsonLines(server.output()).find((l) => l.requestId === id), 5_000, "the 401's line")).value
     expect(refused).toMatchObject({ level: "info", route: "/v1/devices" })
     expect(refused.principal).toBeUndefined()
     expect(BOOTSTRAP_KEY).not.toBe(key)
@@ -99,7 +90,7 @@ describe("LOG_FORMAT=json", () => {
     } finally {
       await client.endAsync(true)
     }
-    const line = await waitFor(() => jsonLines(server.output()).find((l) => l.clientId === "json-log-client" && /refused/.test(l.message)), "the publish refusal's line")
+    const line = (await eventually(() => jsonLines(server.output()).find((l) => l.clientId === "json-log-client" && /refused/.test(l.message)), 5_000, "the publish refusal's line")).value
     expect(line).toMatchObject({ level: "info", principal: `device:${device.id}`, deviceId: device.id })
     expect(line.message).toMatch(/^mqtt publish on events from client json-log-client from 127\.0\.0\.1:\d+ refused/)
   })

@@ -6,20 +6,11 @@ import mqtt from "mqtt"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import { coapAgent, coapCall } from "../support/coap.ts"
+import { eventually, until } from "../support/eventually.ts"
 import { type ServerProcess, startServerProcess } from "../support/process.ts"
 import { webhookReceiver } from "../notify/support.ts"
 
 const TOKEN = "metrics-scrape-token-0123456789"
-
-const eventually = async <A>(probe: () => Promise<A | undefined>, ms: number, what: string): Promise<A> => {
-  const deadline = Date.now() + ms
-  for (;;) {
-    const value = await probe()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
 
 /** `promtool check metrics` on a scrape: its exit code and what it said. */
 const promtool = (scrape: string) =>
@@ -113,7 +104,7 @@ describe("GET /metrics: Prometheus's text format, behind METRICS_TOKEN", () => {
           published += 1
         }
       })()
-      await eventually(async () => (published >= 20 ? true : undefined), 10_000, "20 MQTT publishes")
+      await until(() => published >= 20, 10_000, "20 MQTT publishes")
       const underLoad = await scrape()
       await load
       const checked = await promtool(underLoad.text)
@@ -143,7 +134,7 @@ describe("GET /metrics: Prometheus's text format, behind METRICS_TOKEN", () => {
     }
 
     // The device falls silent: its alert is raised and its webhook called.
-    const raised = await eventually(async () => {
+    const { value: raised } = await eventually(async () => {
       const text = (await scrape()).text
       return sample(text, `voltaic_notifications_total{channel="webhook",outcome="delivered"}`) === 1 ? text : undefined
     }, 10_000, "the offline alert's webhook")
