@@ -11,6 +11,7 @@ import { AppConfig } from "../../config.ts"
 import { observeHttp, scrape, setRecording } from "../../metrics.ts"
 import { Sql } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
+import { DOCS_SCRIPT_PATH, docsScript } from "./docsBundle.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
 import { beginRequest, requestAnnotations, routeOf } from "./requestLog.ts"
 import { Api, type HttpServices } from "./route.ts"
@@ -166,7 +167,9 @@ export const makeHttpApp = Effect.gen(function*() {
     return c.json(document)
   })
   app.route("/v1", v1)
-  app.get("/docs", Scalar({ url: "/v1/openapi.json", pageTitle: "Voltaic API" }))
+  // The reference's script and fonts from Voltaic itself (no CDN): /docs renders offline.
+  app.get(DOCS_SCRIPT_PATH, (c) => docsScript(c.req.header("accept-encoding")))
+  app.get("/docs", Scalar({ url: "/v1/openapi.json", pageTitle: "Voltaic API", cdn: DOCS_SCRIPT_PATH, withDefaultFonts: false, defaultOpenAllTags: true }))
 
   app.notFound((c) => sendStatus(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`))
   app.onError((err, c) => {
