@@ -1,4 +1,4 @@
-import { Cause, Logger, References } from "effect"
+import { Cause, Console, Logger, References } from "effect"
 
 /**
  * `LOG_FORMAT=json`: one JSON object per line, for log collectors (Loki, Elasticsearch, journald
@@ -23,6 +23,34 @@ export const jsonLogger = Logger.make<unknown, string>(({ cause, date, fiber, lo
   return JSON.stringify(line, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value))
 })
 
-/** The loggers of `LOG_FORMAT`: json, or Effect's default text logger. */
-export const loggersFor = (format: "text" | "json") =>
-  format === "json" ? [Logger.withConsoleLog(jsonLogger)] : [Logger.defaultLogger]
+const two = (n: number) => String(n).padStart(2, "0")
+
+/**
+ * The text format: Effect's default line (`[12:00:00.000] INFO (#12): message`), with the
+ * annotations and logged fields as ` key=value` on the same line (the default logger hands them
+ * to `console.log` as an object, which prints over several lines once it has a few keys), and a
+ * cause on the lines after. Warnings and errors go where the default logger sends them.
+ */
+export const textLogger = Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
+  const text: Array<string> = []
+  const fields: Record<string, unknown> = {}
+  for (const part of Array.isArray(message) ? message : [message]) {
+    if (typeof part === "string") text.push(part)
+    else if (part instanceof Error) fields.error = part.message
+    else if (typeof part === "object" && part !== null && Object.getPrototypeOf(part) === Object.prototype) Object.assign(fields, part)
+    else text.push(String(part))
+  }
+  const all: Record<string, unknown> = { ...fiber.getRef(References.CurrentLogAnnotations), ...fields }
+  const time = `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, "0")}`
+  let line = `[${time}] ${logLevel.toUpperCase()} (#${fiber.id}): ${text.join(" ")}`
+  for (const [key, value] of Object.entries(all)) {
+    line += ` ${key}=${typeof value === "string" && /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))}`
+  }
+  if (cause.reasons.length > 0) line += `\n${Cause.pretty(cause)}`
+  const console = fiber.getRef(Console.Console)
+  if (fiber.getRef(Logger.LogToStderr)) console.error(line)
+  else console.log(line)
+})
+
+/** The loggers of `LOG_FORMAT`. */
+export const loggersFor = (format: "text" | "json") => (format === "json" ? [Logger.withConsoleLog(jsonLogger)] : [textLogger])

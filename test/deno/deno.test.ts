@@ -140,16 +140,23 @@ describe("the server on Deno 2", () => {
 
   const url = (path: string) => `${origin}${path}`
 
-  const portOf = (listener: string) => {
-    const match = new RegExp(`${listener} listening on 127\\.0\\.0\\.1:(\\d+)`).exec(server?.output() ?? "")
-    if (match === null) throw new Error(`no "${listener} listening" line:\n${server?.output()}`)
-    return Number(match[1])
+  /** The port a listener logged; the start resolved on the `http` line, which may come before the others. */
+  const portOf = async (listener: string) => {
+    const deadline = Date.now() + 10_000
+    for (;;) {
+      const match = new RegExp(`${listener} listening on 127\\.0\\.0\\.1:(\\d+)`).exec(server?.output() ?? "")
+      if (match !== null) return Number(match[1])
+      if (Date.now() > deadline) throw new Error(`no "${listener} listening" line:\n${server?.output()}`)
+      await new Promise((r) => setTimeout(r, 50))
+    }
   }
 
   it("serves HTTPS and MQTT over TLS from TLS_CERT_FILE, trusted with its CA only", async () => {
+    const httpsPort = await portOf("https")
+    const mqttsPort = await portOf("mqtts")
     const get = (path: string, ca?: Buffer) =>
       new Promise<{ status: number; body: string }>((resolve, reject) => {
-        https.get({ host: "127.0.0.1", port: portOf("https"), path, ca, headers: { authorization: `Bearer ${KEY}` } }, (res) => {
+        https.get({ host: "127.0.0.1", port: httpsPort, path, ca, headers: { authorization: `Bearer ${KEY}` } }, (res) => {
           let text = ""
           res.on("data", (chunk) => (text += chunk))
           res.on("end", () => resolve({ status: res.statusCode ?? 0, body: text }))
@@ -170,7 +177,7 @@ describe("the server on Deno 2", () => {
       headers: { authorization: `Bearer ${KEY}`, "content-type": "application/json" },
       body: JSON.stringify({ name: "Over TLS", space: { id: space.id } })
     }).then((r) => r.json() as Promise<{ id: string; secretKey: string }>)
-    const client = await mqtt.connectAsync(`mqtts://127.0.0.1:${portOf("mqtts")}`, { ca: CA, username: device.secretKey, password: " ", reconnectPeriod: 0 })
+    const client = await mqtt.connectAsync(`mqtts://127.0.0.1:${mqttsPort}`, { ca: CA, username: device.secretKey, password: " ", reconnectPeriod: 0 })
     try {
       await client.publishAsync("events", JSON.stringify({ name: "tls", data: 7 }), { qos: 1 })
     } finally {
@@ -178,7 +185,7 @@ describe("the server on Deno 2", () => {
     }
     const events = await get(`/v1/events?device.id=${device.id}&name=tls`, CA)
     expect(JSON.parse(events.body).events.map((e: { data: unknown }) => e.data)).toEqual([7])
-    await expect(mqtt.connectAsync(`mqtts://127.0.0.1:${portOf("mqtts")}`, { username: device.secretKey, password: " ", reconnectPeriod: 0, connectTimeout: 5_000 }))
+    await expect(mqtt.connectAsync(`mqtts://127.0.0.1:${mqttsPort}`, { username: device.secretKey, password: " ", reconnectPeriod: 0, connectTimeout: 5_000 }))
       .rejects.toThrow(/self[- ]signed/)
 
     // /metrics under Deno: the same exposition, counting what was just done.
