@@ -1,5 +1,18 @@
 import { Cause, Console, Logger, References } from "effect"
 
+/** A log call's parts: its text, and the fields of plain objects (and an Error's message) logged beside it. */
+const partsOf = (message: unknown) => {
+  const text: Array<string> = []
+  const fields: Record<string, unknown> = {}
+  for (const part of Array.isArray(message) ? message : [message]) {
+    if (typeof part === "string") text.push(part)
+    else if (part instanceof Error) fields.error = part.message
+    else if (typeof part === "object" && part !== null && Object.getPrototypeOf(part) === Object.prototype) Object.assign(fields, part)
+    else text.push(String(part))
+  }
+  return { text, fields }
+}
+
 /**
  * `LOG_FORMAT=json`: one JSON object per line, for log collectors (Loki, Elasticsearch, journald
  * with a JSON parser). Its fields: `time` (ISO 8601), `level` (lower case), `message` (the text
@@ -9,14 +22,7 @@ import { Cause, Console, Logger, References } from "effect"
  * `cause` for a failure or defect, rendered as `Cause.pretty` does (with its stack).
  */
 export const jsonLogger = Logger.make<unknown, string>(({ cause, date, fiber, logLevel, message }) => {
-  const text: Array<string> = []
-  const fields: Record<string, unknown> = {}
-  for (const part of Array.isArray(message) ? message : [message]) {
-    if (typeof part === "string") text.push(part)
-    else if (part instanceof Error) fields.error = part.message
-    else if (typeof part === "object" && part !== null && Object.getPrototypeOf(part) === Object.prototype) Object.assign(fields, part)
-    else text.push(String(part))
-  }
+  const { text, fields } = partsOf(message)
   const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.toLowerCase(), message: text.join(" ") }
   Object.assign(line, fiber.getRef(References.CurrentLogAnnotations), fields)
   if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
@@ -32,14 +38,7 @@ const two = (n: number) => String(n).padStart(2, "0")
  * cause on the lines after. Warnings and errors go where the default logger sends them.
  */
 export const textLogger = Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
-  const text: Array<string> = []
-  const fields: Record<string, unknown> = {}
-  for (const part of Array.isArray(message) ? message : [message]) {
-    if (typeof part === "string") text.push(part)
-    else if (part instanceof Error) fields.error = part.message
-    else if (typeof part === "object" && part !== null && Object.getPrototypeOf(part) === Object.prototype) Object.assign(fields, part)
-    else text.push(String(part))
-  }
+  const { text, fields } = partsOf(message)
   const all: Record<string, unknown> = { ...fiber.getRef(References.CurrentLogAnnotations), ...fields }
   const time = `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, "0")}`
   let line = `[${time}] ${logLevel.toUpperCase()} (#${fiber.id}): ${text.join(" ")}`
