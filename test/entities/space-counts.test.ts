@@ -231,10 +231,8 @@ describe("space counts across two processes on NATS and Postgres", () => {
     await countsBecome(one, space.id, live(1, 0, 1), "online with a threshold alert, on the other process")
     await countsBecome(two, space.id, live(1, 0, 1), "online with a threshold alert, on its own process")
 
-    // Offline on two: one follows. The bound is generous: with CI's suites side by side on two
-    // cores, the 1 s deadline and the space's update once took over 10 s (stop 25's CI run); what
-    // is tested here is that the other process follows, not how late the alert is (bench:actors).
-    await within(30_000, "offline on the device's process", async () => {
+    // Offline on two: one follows.
+    await within(10_000, "offline on the device's process", async () => {
       const l = await liveOf(two, space.id)
       return l.devicesOffline === 1 ? l : undefined
     })
@@ -250,5 +248,5 @@ describe("space counts across two processes on NATS and Postgres", () => {
     await call(one, "POST", "/events", { name: "ping" }, device.secretKey)
     await countsBecome(one, space.id, live(1, 0, 0), "back online, alert auto-resolved")
     await countsBecome(two, space.id, live(1, 0, 0), "back online on the other process")
-  }, 60_000)
+  })
 })
