@@ -10,8 +10,8 @@ import { PrometheusMetrics } from "effect/observability"
  * per process unless a context provides another), from hot paths that run outside any fiber
  * (the ingest fast path, the writer, the MQTT and CoAP callbacks): `updateUnsafe` with the empty
  * context below costs a map lookup. A metric with labels is one `Metric` per label set, made
- * once and kept (`family`): `Metric.withAttributes` would merge and stringify its attributes on
- * every update.
+ * once and found again by its values (`family`): `Metric.withAttributes` would merge and
+ * stringify its attributes on every update.
  *
  * Values only known when asked (connections open, actors hosted, the event loop's delay) are
  * read at the scrape (`Metric.registerUnsafe`), from whatever registered itself in `live`.
@@ -28,14 +28,17 @@ export const setRecording = (on: boolean) => {
 
 type Labels = Readonly<Record<string, string>>
 
-/** One metric per label set, made on first use. */
-const family = <M extends Metric.Metric<number, unknown>>(make: (attributes: Labels) => M) => {
+/**
+ * One metric per label set, made on first use and found again by the labels' values: a caller
+ * passes the values (`eventsIngested("mqtt", "stored")`), with no object built per update.
+ */
+const family = <M extends Metric.Metric<number, unknown>>(names: ReadonlyArray<string>, make: (attributes: Labels) => M) => {
   const made = new Map<string, M>()
-  return (attributes: Labels): M => {
-    const key = Object.values(attributes).join("\u0000")
+  return (...values: ReadonlyArray<string>): M => {
+    const key = values.join("\u0000")
     let metric = made.get(key)
     if (metric === undefined) {
-      metric = make(attributes)
+      metric = make(Object.fromEntries(names.map((name, i) => [name, values[i]])))
       made.set(key, metric)
     }
     return metric
@@ -46,11 +49,11 @@ const add = (metric: Metric.Metric<number, unknown>, value = 1) => {
   if (recording) metric.updateUnsafe(value, registry)
 }
 
-const counter = (name: string, description: string) =>
-  family((attributes) => Metric.counter(name, { description, attributes, incremental: true }))
+const counter = (name: string, description: string, labels: ReadonlyArray<string> = []) =>
+  family(labels, (attributes) => Metric.counter(name, { description, attributes, incremental: true }))
 
-const histogram = (name: string, description: string, boundaries: ReadonlyArray<number>) =>
-  family((attributes) => Metric.histogram(name, { description, attributes, boundaries }))
+const histogram = (name: string, description: string, boundaries: ReadonlyArray<number>, labels: ReadonlyArray<string> = []) =>
+  family(labels, (attributes) => Metric.histogram(name, { description, attributes, boundaries }))
 
 const SECONDS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
 
@@ -60,10 +63,11 @@ export type IngestOutcome = "stored" | "refused" | "unavailable" | "failed"
 
 const eventsIngested = counter(
   "voltaic_events_ingested_total",
-  "Events received, by protocol and outcome: stored, refused (the client's fault: invalid, unknown device, forbidden, too large), unavailable (the store was behind), failed (the store failed)"
+  "Events received, by protocol and outcome: stored, refused (the client's fault: invalid, unknown device, forbidden, too large), unavailable (the store was behind), failed (the store failed)",
+  ["protocol", "outcome"]
 )
 
-export const countEvent = (protocol: string, outcome: IngestOutcome) => add(eventsIngested({ protocol, outcome }))
+export const countEvent = (protocol: string, outcome: IngestOutcome) => add(eventsIngested(protocol, outcome))
 
 /** The outcome an ingest failure counts as. */
 export const ingestOutcomeOf = (error: { readonly _tag: string }): IngestOutcome =>
@@ -75,8 +79,8 @@ const batchRows = histogram(
   "voltaic_writer_batch_rows",
   "Rows per batch the writer commits (group commit)",
   [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]
-)({})
-const commitSeconds = histogram("voltaic_writer_commit_seconds", "Time from a batch's start to its commit (or failure)", SECONDS)({})
+)()
+const commitSeconds = histogram("voltaic_writer_commit_seconds", "Time from a batch's start to its commit (or failure)", SECONDS)()
 
 export const observeBatch = (rows: number) => add(batchRows, rows)
 export const observeCommit = (seconds: number) => add(commitSeconds, seconds)
@@ -86,43 +90,44 @@ export const observeCommit = (seconds: number) => add(commitSeconds, seconds)
 const httpDuration = histogram(
   "voltaic_http_request_duration_seconds",
   "HTTP requests by method, route (as registered, `/v1/devices/:id`) and status, until the answer's headers",
-  SECONDS
+  SECONDS,
+  ["method", "route", "status"]
 )
 
 export const observeHttp = (method: string, route: string, status: number, seconds: number) =>
-  add(httpDuration({ method, route, status: String(status) }), seconds)
+  add(httpDuration(method, route, String(status)), seconds)
 
 // MQTT, CoAP, the bus -------------------------------------------------------------------
 
-const coapDatagrams = counter("voltaic_coap_datagrams_total", "CoAP datagrams received, sent, and dropped unanswered")
-const coapReceived = coapDatagrams({ direction: "received" })
-const coapSent = coapDatagrams({ direction: "sent" })
-const coapDropped = coapDatagrams({ direction: "dropped" })
+const coapDatagrams = counter("voltaic_coap_datagrams_total", "CoAP datagrams received, sent, and dropped unanswered", ["direction"])
+const coapReceived = coapDatagrams("received")
+const coapSent = coapDatagrams("sent")
+const coapDropped = coapDatagrams("dropped")
 
 export const countCoapReceived = () => add(coapReceived)
 export const countCoapSent = () => add(coapSent)
 export const countCoapDropped = () => add(coapDropped)
 
-const busPublishes = counter("voltaic_bus_publishes_total", "Messages this process published on its bus: deliveries to subscribers, and control notices")
-const busDeliveries = busPublishes({ kind: "delivery" })
-const busControls = busPublishes({ kind: "control" })
+const busPublishes = counter("voltaic_bus_publishes_total", "Messages this process published on its bus: deliveries to subscribers, and control notices", ["kind"])
+const busDeliveries = busPublishes("delivery")
+const busControls = busPublishes("control")
 
 export const countBusDelivery = () => add(busDeliveries)
 export const countBusControl = () => add(busControls)
 
 // Actors, alerts, notifications --------------------------------------------------------
 
-const actorsActivated = counter("voltaic_device_actors_activated_total", "Device actors brought into memory (restored or new)")({})
-const actorsPassivated = counter("voltaic_device_actors_passivated_total", "Device actors that left memory: idle, deleted, or their bucket stopped here")({})
+const actorsActivated = counter("voltaic_device_actors_activated_total", "Device actors brought into memory (restored or new)")()
+const actorsPassivated = counter("voltaic_device_actors_passivated_total", "Device actors that left memory: idle, deleted, or their bucket stopped here")()
 
 export const countActivated = (n = 1) => add(actorsActivated, n)
 export const countPassivated = (n = 1) => add(actorsPassivated, n)
 
-const alertsRaised = counter("voltaic_alerts_raised_total", "Alerts opened (offline, threshold and anomaly rules)")({})
+const alertsRaised = counter("voltaic_alerts_raised_total", "Alerts opened (offline, threshold and anomaly rules)")()
 export const countAlertsRaised = (n: number) => add(alertsRaised, n)
 
-const notifications = counter("voltaic_notifications_total", "Alert notifications by channel and outcome: delivered, logged (no SMTP_URL), failed")
-export const countNotification = (channel: string, outcome: string) => add(notifications({ channel, outcome }))
+const notifications = counter("voltaic_notifications_total", "Alert notifications by channel and outcome: delivered, logged (no SMTP_URL), failed", ["channel", "outcome"])
+export const countNotification = (channel: string, outcome: string) => add(notifications(channel, outcome))
 
 // Read at the scrape ----------------------------------------------------------------------
 

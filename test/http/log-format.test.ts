@@ -61,7 +61,8 @@ describe("LOG_FORMAT=json", () => {
     const made = await fetch(`http://127.0.0.1:${server.port}/v1/devices`, { headers: { authorization: "Bearer a_sk_wrong", "x-request-id": "a b" } })
     expect(made.status).toBe(401)
     const id = made.headers.get("x-request-id") ?? ""
-    expect(id).toMatch(/^req_[\w-]{12}$/)
+    // This process's 8-character prefix, then a counter in base 36.
+    expect(id).toMatch(/^req_[\w-]{8}[0-9a-z]+$/)
     const refused = (await eventually(() => jsonLines(server.output()).find((l) => l.requestId === id), 5_000, "the 401's line")).value
     expect(refused).toMatchObject({ level: "info", route: "/v1/devices" })
     expect(refused.principal).toBeUndefined()
