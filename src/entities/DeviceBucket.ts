@@ -120,8 +120,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         }
         // Deadlines the rows must follow: a stored one later than the device's (a new owner would
         // fire it late), or one past that the device is not due at (it would be swept for nothing).
-        // A device with a row on its way is checked again once that row is written.
-        for (const device of host.devices.values()) {
+        // A device with a row on its way is checked again once that row is written; one whose row's
+        // deadline is earlier, and still to come, once it has passed.
+        for (const device of host.unsynced) {
+          if (device.storedWakeAt === device.wakeAt) host.unsynced.delete(device)
           if (fx.liveness.has(device) || device.pending > 0 || device.storedWakeAt === device.wakeAt) continue
           const late = device.wakeAt !== null && (device.storedWakeAt === null || device.storedWakeAt > device.wakeAt)
           if (late || (device.storedWakeAt !== null && device.storedWakeAt <= now)) {

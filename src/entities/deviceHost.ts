@@ -1,6 +1,7 @@
 import { createActor } from "xstate"
 import { type DeviceEmitted, type DeviceEvent, deviceMachine } from "../../actors/deviceMachine.ts"
 import { countActivated, countPassivated } from "../metrics.ts"
+import { makeDeadlines } from "./deadlines.ts"
 import { alertIntents } from "./deviceAlerts.ts"
 import { type Activation, type Effects, HostedDevice, livenessOf, type Timer } from "./hostedDevice.ts"
 import type { DeviceLive, SeenEvent } from "./protocol.ts"
@@ -50,6 +51,12 @@ export interface DeviceHost {
   configure(device: HostedDevice, now: number): void
   live(device: HostedDevice): DeviceLive
   forget(deviceId: string): void
+  /**
+   * Devices whose deadline may differ from the one their row holds (`wakeAt` against
+   * `storedWakeAt`): every device whose machine moved its deadline is added; the bucket takes out
+   * those it finds in step with their row.
+   */
+  readonly unsynced: Set<HostedDevice>
   /** Devices idle since `before`, not online and without a deadline, leave memory. */
   sweep(before: number): ReadonlyArray<HostedDevice>
   /** The effects collected since the last drain. */
@@ -62,6 +69,8 @@ const emptyEffects = (): Effects => ({ wake: null, alerts: [], liveness: new Map
 
 export const makeDeviceHost = (rulesOf: (organisationId: string) => OrganisationRules | undefined): DeviceHost => {
   const devices = new Map<string, HostedDevice>()
+  const unsynced = new Set<HostedDevice>()
+  const deadlines = makeDeadlines<Timer>((t) => t.device.timer === t && devices.get(t.device.id) === t.device, () => devices.size)
   let effects = emptyEffects()
   const emitted: Array<DeviceEmitted> = []
   let current: HostedDevice | undefined
@@ -97,8 +106,10 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       // The machine counts what is left from `timerFrom`.
       timer.deadline = (snapshot.context.timerFrom ?? at) + timer.ms
       if (effects.wake === null || timer.deadline < effects.wake) effects.wake = timer.deadline
+      deadlines.add(timer)
     }
     device.wakeAt = timer === undefined ? null : timer.deadline
+    if (device.wakeAt !== device.storedWakeAt) unsynced.add(device)
     const liveness = livenessOf(snapshot.value)
     if (liveness !== device.planned) effects.liveness.set(device, { liveness, at })
     else effects.liveness.delete(device)
@@ -235,19 +246,11 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       device.dirty = true
     },
     wake: (now) => {
-      for (const d of devices.values()) fireDue(d, now)
+      for (const t of deadlines.due(now)) fireDue(t.device, now)
     },
     fireDue,
-    nextDeadline: () => {
-      let least: number | undefined
-      for (const d of devices.values()) if (d.timer !== undefined && (least === undefined || d.timer.deadline < least)) least = d.timer.deadline
-      return least
-    },
-    due: (now) => {
-      const out: Array<HostedDevice> = []
-      for (const d of devices.values()) if (d.timer !== undefined && d.timer.deadline <= now) out.push(d)
-      return out
-    },
+    nextDeadline: deadlines.earliest,
+    due: (now) => deadlines.due(now).map((t) => t.device),
     caughtUp: (device, lastSeenAt) => {
       const latest = lastSeenOf(device)
       if (lastSeenAt === null || (latest !== null && lastSeenAt <= latest)) return
@@ -269,9 +272,14 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       return { deviceId: device.id, state: value, isOnline: value === "online", lastSeenAt: lastSeenOf(device) }
     },
     forget: (deviceId) => {
-      devices.get(deviceId)?.actor.stop()
-      if (devices.delete(deviceId)) countPassivated()
+      const device = devices.get(deviceId)
+      if (device === undefined) return
+      device.actor.stop()
+      devices.delete(deviceId)
+      unsynced.delete(device)
+      countPassivated()
     },
+    unsynced,
     sweep: (before) => {
       const gone: Array<HostedDevice> = []
       for (const d of devices.values()) {
@@ -282,6 +290,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       for (const d of gone) {
         d.actor.stop()
         devices.delete(d.id)
+        unsynced.delete(d)
       }
       countPassivated(gone.length)
       return gone
