@@ -30,7 +30,8 @@
  * (200000), BENCH_PARTS (pure,postgres; also pglite), BENCH_PG_ADMIN_URL (the server and a
  * database to connect to for CREATE DATABASE; postgres://postgres@127.0.0.1:5432/test),
  * BENCH_NO_RECORD (set: do not append to RESULTS.md), BENCH_CHILD_LOG (a file: each part's log,
- * warnings included, is appended to it), BENCH_PEER (a checkout of an earlier commit: each store
+ * warnings included, is appended to it), BENCH_NODE_FLAGS (more node flags for each part, space-separated,
+ * e.g. `--trace-gc`; after the package's own, so they win), BENCH_PEER (a checkout of an earlier commit: each store
  * part is run again with that commit's bench/actors.ts, in the same run, its rows labelled with
  * the commit).
  */
@@ -699,7 +700,7 @@ process.on("exit", () => {
 const runPart = (part: Part, peer?: string): Promise<unknown> =>
   new Promise((resolvePart, reject) => {
     const script = peer === undefined ? self : resolve(peer, "bench/actors.ts")
-    const c = spawn(process.execPath, [...serverNodeFlags, "--expose-gc", "--max-old-space-size=4096", ...(process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]), "--import", "tsx", script, CHILD, part], {
+    const c = spawn(process.execPath, [...serverNodeFlags, "--expose-gc", "--max-old-space-size=4096", ...(process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]), ...(process.env.BENCH_NODE_FLAGS?.split(" ").filter((f) => f !== "") ?? []), "--import", "tsx", script, CHILD, part], {
       cwd: peer ?? root,
       env: process.env,
       stdio: ["ignore", "pipe", "inherit"]

@@ -6,7 +6,7 @@ import { alertTopic } from "../bus/topics.ts"
 import { Notifier } from "../notify/Notifier.ts"
 import type { AlertJson } from "../store/alerts.ts"
 import { Sql } from "../store/Sql.ts"
-import { AlertNotifications } from "./AlertNotifications.ts"
+import { type AlertOpened, AlertNotifications } from "./AlertNotifications.ts"
 import { planIntents, type Written } from "./alertPlan.ts"
 import { findInSlot, fromJson, insertAlerts, loadSlots, sameState, type Slot, slotKey, step, writeAlerts } from "./alertSlot.ts"
 import { AlertBucket, type AlertChanged, type AlertIntent } from "./protocol.ts"
@@ -92,12 +92,14 @@ export const AlertBucketLive = AlertBucket.toLayer(
         for (const o of written.openings) organisationOf.set(o.id, o.organisationId)
         for (const u of written.updates) organisationOf.set(u.id, u.organisationId)
         const opened = new Set(written.openings.map((o) => o.id))
+        const notices: Array<AlertOpened> = []
         for (const alert of [...inserted, ...updated]) {
           const organisationId = organisationOf.get(alert.id) ?? ""
           hold(alert, organisationId, alert.device?.space?.id ?? null)
           publish(organisationId, alert)
-          if (opened.has(alert.id)) yield* notifications.opened({ organisationId, alert })
+          if (opened.has(alert.id)) notices.push({ organisationId, alert })
         }
+        yield* notifications.opened(notices)
         return stale
       })
 

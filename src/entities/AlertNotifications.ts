@@ -1,5 +1,5 @@
 import { Context, Effect, Layer, Queue } from "effect"
-import { Notifier } from "../notify/Notifier.ts"
+import { Notifier, reachesAnyone } from "../notify/Notifier.ts"
 import type { AlertJson } from "../store/alerts.ts"
 import { Sql } from "../store/Sql.ts"
 import { Space } from "./protocol.ts"
@@ -46,8 +46,8 @@ interface TemplateRow {
 }
 
 export class AlertNotifications extends Context.Service<AlertNotifications, {
-  /** Queues the notifications of a newly opened alert; never waits. */
-  readonly opened: (opened: AlertOpened) => Effect.Effect<void>
+  /** Queues the notifications of newly opened alerts; never waits. */
+  readonly opened: (opened: ReadonlyArray<AlertOpened>) => Effect.Effect<void>
 }>()("voltaic/entities/AlertNotifications") {
   static readonly layer = Layer.effect(
     AlertNotifications,
@@ -98,7 +98,11 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
             if (rule === undefined) return []
             const template = rule.notification_template_id === null ? undefined : templateById.get(rule.notification_template_id)
             const spaceId = alert.device?.space?.id
-            return [{ alert, rule, template, recipients: spaceId === undefined ? [] : recipients.get(spaceId) ?? [] }]
+            const to = spaceId === undefined ? [] : recipients.get(spaceId) ?? []
+            // An e-mail to nobody is not sent: such alerts (the usual case of a storm of offline
+            // alerts in a space with no recipients) cost nothing past this batch.
+            if (!reachesAnyone(template === undefined ? null : { type: template.type, webhookUrl: template.webhook_url }, to)) return []
+            return [{ alert, rule, template, recipients: to }]
           })
         })
 
@@ -143,7 +147,7 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
       for (let i = 0; i < NOTIFY_CONCURRENCY; i++) {
         yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(ready), send)))
       }
-      return AlertNotifications.of({ opened: (opened) => Effect.asVoid(Queue.offer(notices, opened)) })
+      return AlertNotifications.of({ opened: (opened) => (opened.length === 0 ? Effect.void : Effect.asVoid(Queue.offerAll(notices, opened))) })
     })
   )
 }

@@ -202,19 +202,18 @@ export const makeNotifier = (options: NotifierOptions = {}): NotifierService => 
     const title = nonEmpty(request.template?.title)
     const body = nonEmpty(request.template?.body)
     const subject = title === undefined ? defaultTitle(request) : renderTemplate(title, data)
+    if (channel === "email" && request.recipients.length === 0) return Effect.succeed([])
     if (channel === "webhook") {
       const payload = body === undefined ? defaultWebhookBody(request, subject) : renderTemplate(body, data)
       return Effect.map(webhook(request, url ?? "", request.template?.webhookHeaders ?? {}, payload), (outcome) => [outcome])
     }
-    if (request.recipients.length === 0) return Effect.succeed([])
     const text = body === undefined ? defaultText(request) : renderTemplate(body, data)
     return Effect.map(email(request, subject, text), (outcome) => [outcome])
   }
 
   const notify = (request: NotificationRequest): Effect.Effect<ReadonlyArray<NotificationOutcome>> => {
     const url = nonEmpty(request.template?.webhookUrl)
-    const type = request.template?.type
-    const channel = type === "email" || type === "webhook" ? type : url === undefined ? "email" : "webhook"
+    const channel = channelOf(request.template)
     return Effect.suspend(() => deliver(request, channel, url)).pipe(
       Effect.tap((outcomes) => Effect.sync(() => {
         for (const outcome of outcomes) countNotification(outcome.channel, outcome.status)
@@ -235,6 +234,16 @@ export const makeNotifier = (options: NotifierOptions = {}): NotifierService => 
 
   return { notify }
 }
+
+/** How a template sends: its type, else by webhook when it has a URL, else by e-mail (no template: the default e-mail). */
+export const channelOf = (template: NotificationTemplate | null): "webhook" | "email" => {
+  const type = template?.type
+  return type === "email" || type === "webhook" ? type : nonEmpty(template?.webhookUrl) === undefined ? "email" : "webhook"
+}
+
+/** Whether a notification reaches anyone: an e-mail needs recipients (a webhook is tried, and its failure recorded). */
+export const reachesAnyone = (template: NotificationTemplate | null, recipients: ReadonlyArray<unknown>): boolean =>
+  channelOf(template) === "webhook" || recipients.length > 0
 
 /** Sends alert notifications: webhooks and e-mail (service interface, API-DECISIONS "Alerts"). */
 export class Notifier extends Context.Service<Notifier, NotifierService>()("voltaic/notify/Notifier") {
