@@ -222,7 +222,13 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => host.sweep(now - PASSIVATE_AFTER_MS))),
       SWEEP_EVERY
     )))
-    residents.add(bucket, { devices: host.devices, timed: () => timedRead })
+    /** What `GetDevices` answers, and what this process reads of a bucket it hosts (`DeviceOwners`). */
+    const live = (deviceIds: ReadonlyArray<string>) =>
+      deviceIds.flatMap((id) => {
+        const device = host.devices.get(id)
+        return device === undefined ? [] : [host.live(device)]
+      })
+    residents.add(bucket, { devices: host.devices, timed: () => timedRead, live })
     yield* Effect.addFinalizer(() =>
       Effect.gen(function*() {
         residents.remove(bucket)
@@ -238,13 +244,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       Seen: ({ payload }) => seen(payload.signs),
       Wake: ({ payload }) => wake(payload.at, false),
       Tick: ({ payload }) => wake(payload.at, true),
-      GetDevices: ({ payload }) =>
-        Effect.sync(() =>
-          payload.deviceIds.flatMap((id) => {
-            const device = host.devices.get(id)
-            return device === undefined ? [] : [host.live(device)]
-          })
-        ),
+      GetDevices: ({ payload }) => Effect.sync(() => live(payload.deviceIds)),
       RulesChanged: ({ payload }) => rulesChanged(payload.organisationId)
     })
   }),

@@ -72,12 +72,22 @@ export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersServ
               if (list === undefined) byBucket.set(bucket, [id])
               else list.push(id)
             }
+            // A bucket this process hosts is read in memory: a device's state is whole between the
+            // bucket's steps, which are synchronous per device. A message through the cluster, even
+            // to this process, cost ~150 µs of CPU (bench:rest): ~3 ms for a page of 20 devices.
+            const local: Array<DeviceLive> = []
+            for (const [bucket, ids] of byBucket) {
+              const resident = residents.get(bucket)
+              if (resident === undefined) continue
+              local.push(...resident.live(ids))
+              byBucket.delete(bucket)
+            }
             const answers = yield* Effect.forEach(byBucket, ([bucket, ids]) =>
               client(bucket).GetDevices({ deviceIds: ids }).pipe(
                 Effect.timeout(LIVE_TIMEOUT),
                 Effect.catchCause((cause) => Effect.as(Effect.logDebug(`live: bucket ${bucket} did not answer`, cause), []))
               ), { concurrency: 16 })
-            return new Map(answers.flat().map((live) => [live.deviceId, live]))
+            return new Map([...local, ...answers.flat()].map((live) => [live.deviceId, live]))
           })
 
       const withLive: DeviceOwnersService["withLive"] = (devices) =>

@@ -1,10 +1,13 @@
 import { Context, Layer } from "effect"
+import type { DeviceLive } from "./protocol.ts"
 
 /** What a resident bucket shows of itself: the devices it holds in memory. */
 export interface Resident {
   readonly devices: ReadonlyMap<string, unknown>
   /** Whether it read the deadlines its rows hold (its devices an earlier owner left with one). */
   readonly timed: () => boolean
+  /** The live fields of those of these devices it holds: what its `GetDevices` answers. */
+  readonly live: (deviceIds: ReadonlyArray<string>) => Array<DeviceLive>
 }
 
 /**
