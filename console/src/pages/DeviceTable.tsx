@@ -1,0 +1,155 @@
+import { useCallback, useEffect, useRef, useState } from "preact/hooks"
+import { call, get } from "../api.ts"
+import { onLive } from "../live.ts"
+import { navigate } from "../router.ts"
+import type { Device, Space } from "../types.ts"
+import { ago } from "../ui/format.ts"
+import { Notice } from "../ui/kit.tsx"
+import { VirtualList } from "../ui/VirtualList.tsx"
+
+/** Rows fetched per request (the interface's largest page). */
+const PAGE = 200
+const ROW_HEIGHT = 34
+
+const stateOf = (device: Device): string => {
+  const state = device.live?.state ?? "unknown"
+  if (state === "online") return "online"
+  if (state === "offline") return "offline"
+  if (state === "unwatched") return device.lastSeenAt === null ? "never seen" : "seen"
+  return "never seen"
+}
+
+/**
+ * Every device of the organisation (or of a space), in a virtualised list paged from the server
+ * as it scrolls: 10,000 devices cost the rows in view. A publish moves its row at once.
+ */
+export const DeviceTable = ({ spaces, spaceId, onSpace, round }: { spaces: ReadonlyArray<Space>; spaceId: string; onSpace: (id: string) => void; round: number }) => {
+  const [search, setSearch] = useState("")
+  const [applied, setApplied] = useState("")
+  const [total, setTotal] = useState<number>()
+  const [rows, setRows] = useState<Map<number, Device>>(new Map())
+  const [error, setError] = useState<unknown>()
+  const requested = useRef(new Set<number>())
+  const generation = useRef(0)
+
+  // Search as one types, a moment after the last key.
+  useEffect(() => {
+    const timer = setTimeout(() => setApplied(search.trim()), 250)
+    return () => clearTimeout(timer)
+  }, [search])
+
+  const fetchPage = useCallback(async (page: number, gen: number) => {
+    try {
+      const answer = await call<Array<Device>>("GET", "/devices", {
+        query: { limit: PAGE, page, order: "createdAt", sort: "DESC", search: applied, "space.id": spaceId }
+      })
+      if (gen !== generation.current) return
+      setTotal(answer.total ?? answer.data.length)
+      setRows((old) => {
+        const next = new Map(old)
+        answer.data.forEach((device, i) => next.set(page * PAGE + i, device))
+        return next
+      })
+    } catch (e) {
+      if (gen === generation.current) setError(e)
+      requested.current.delete(page)
+    }
+  }, [applied, spaceId])
+
+  useEffect(() => {
+    generation.current++
+    requested.current = new Set([0])
+    setRows(new Map())
+    setTotal(undefined)
+    setError(undefined)
+    void fetchPage(0, generation.current)
+  }, [fetchPage, round])
+
+  const onRange = useCallback((first: number, last: number) => {
+    for (let page = Math.floor(first / PAGE); page <= Math.floor(Math.max(first, last - 1) / PAGE); page++) {
+      if (requested.current.has(page)) continue
+      requested.current.add(page)
+      void fetchPage(page, generation.current)
+    }
+  }, [fetchPage])
+
+  // A delivery for a listed device: seen now, then its live fields as its owner has them.
+  useEffect(() => onLive((message) => {
+    if (message.kind !== "event" && message.kind !== "location") return
+    const timestamp = typeof message.resource.timestamp === "number" ? message.resource.timestamp : Date.now()
+    setRows((old) => {
+      let found: number | undefined
+      for (const [index, device] of old) if (device.id === message.deviceId) found = index
+      if (found === undefined) return old
+      const next = new Map(old)
+      const device = old.get(found) as Device
+      next.set(found, { ...device, lastSeenAt: timestamp, live: { isOnline: true, state: device.live?.state === "unwatched" ? "unwatched" : "online", lastSeenAt: timestamp } })
+      void get<Device>(`/devices/${encodeURIComponent(message.deviceId)}`).then((fresh) =>
+        setRows((current) => {
+          const at = current.get(found as number)
+          if (at?.id !== fresh.id) return current
+          const updated = new Map(current)
+          updated.set(found as number, fresh)
+          return updated
+        })
+      ).catch(() => undefined)
+      return next
+    })
+  }), [])
+
+  const [now, setNow] = useState(Date.now())
+  useEffect(() => {
+    const timer = setInterval(() => setNow(Date.now()), 5000)
+    return () => clearInterval(timer)
+  }, [])
+
+  return (
+    <div class="devices">
+      <div class="inline">
+        <input type="search" name="search" placeholder="Search name or customId" value={search} onInput={(e) => setSearch(e.currentTarget.value)} />
+        <select name="spaceFilter" value={spaceId} onChange={(e) => onSpace(e.currentTarget.value)}>
+          <option value="">All spaces</option>
+          {spaces.map((s) => (
+            <option key={s.id} value={s.id}>
+              {s.name}
+            </option>
+          ))}
+        </select>
+        <span data-testid="device-count">{total === undefined ? "…" : `${total} devices`}</span>
+      </div>
+      <Notice error={error} />
+      <div class="vhead">
+        <span>Name</span>
+        <span>customId</span>
+        <span>State</span>
+        <span>Last seen</span>
+        <span>Product</span>
+        <span>Space · place</span>
+      </div>
+      <VirtualList
+        count={total ?? 0}
+        rowHeight={ROW_HEIGHT}
+        height={Math.min(560, Math.max(ROW_HEIGHT * 3, (total ?? 0) * ROW_HEIGHT))}
+        onRange={onRange}
+        row={(i) => {
+          const device = rows.get(i)
+          if (device === undefined) return <span class="loading">…</span>
+          const state = stateOf(device)
+          return (
+            <a class="device-row" href={`/devices/${device.id}`} data-device={device.id} onClick={(e) => { e.preventDefault(); navigate(`/devices/${device.id}`) }}>
+              <span>{device.name}</span>
+              <span>{device.customId ?? ""}</span>
+              <span class={`state ${state.replace(" ", "-")}`}>{state}</span>
+              <span class="last-seen" data-last-seen={device.lastSeenAt ?? ""}>{ago(device.lastSeenAt, now)}</span>
+              <span>{device.product?.name ?? ""}</span>
+              <span>
+                {device.space?.name ?? ""}
+                {device.place === null ? "" : ` · ${device.place.id}`}
+              </span>
+            </a>
+          )
+        }}
+      />
+    </div>
+  )
+}

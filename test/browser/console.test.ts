@@ -1,0 +1,208 @@
+import mqtt from "mqtt"
+import { readFileSync } from "node:fs"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type ConsoleHarness, screenshot, signIn, startConsoleHarness } from "./harness.ts"
+
+interface Alert {
+  readonly id: string
+  readonly state: string
+  readonly resolvedAt: number | null
+}
+
+describe("the operator console in a real Chromium", () => {
+  let h: ConsoleHarness
+  beforeAll(async () => {
+    h = await startConsoleHarness()
+  }, 120_000)
+  afterAll(async () => {
+    await h?.close()
+  })
+
+  it("signs in with the owner's e-mail and password, creates a space and a device, and shows an MQTT publish live", async () => {
+    const { page, errors, elsewhere } = await h.page()
+    await signIn(page, h.origin)
+    await page.locator("input[name=spaceName]").fill("Plant A")
+    await page.getByRole("button", { name: "Create space" }).click()
+    await page.locator("[data-testid=spaces] td", { hasText: "Plant A" }).waitFor()
+
+    await page.locator("input[name=deviceName]").fill("Boiler 1")
+    await page.locator("input[name=customId]").fill("boiler-1")
+    await page.getByRole("button", { name: "Create device" }).click()
+    const secret = (await page.locator("[data-testid=secret] code").textContent()) ?? ""
+    expect(secret).toMatch(/^d_sk_/)
+    await page.locator("[data-testid=secret] button").click()
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret)
+
+    // A refused action says why, in the page.
+    await page.locator("input[name=deviceName]").fill("Boiler copy")
+    await page.locator("input[name=customId]").fill("boiler-1")
+    await page.getByRole("button", { name: "Create device" }).click()
+    await page.locator(".notice.error", { hasText: "customId" }).waitFor()
+
+    // Found by its customId; never seen yet.
+    await page.locator("input[name=search]").fill("BOILER-1")
+    await page.getByTestId("device-count").filter({ hasText: "1 devices" }).waitFor()
+    const row = page.locator(".device-row", { hasText: "Boiler 1" })
+    await row.waitFor()
+    const deviceId = (await row.getAttribute("data-device")) ?? ""
+    expect(deviceId).toMatch(/^dev_/)
+    expect(await row.locator(".last-seen").getAttribute("data-last-seen")).toBe("")
+    await page.getByTestId("live-status").filter({ hasText: "live" }).waitFor()
+
+    const device = await mqtt.connectAsync(`mqtt://127.0.0.1:${h.server.mqttPort}`, { username: secret, password: " ", reconnectPeriod: 0 })
+    try {
+      let published = performance.now()
+      await device.publishAsync(`devices/${deviceId}/events/temperature`, JSON.stringify({ data: { celsius: 21.5 } }), { qos: 1 })
+      await row.locator(".last-seen:not([data-last-seen=''])").waitFor({ timeout: 10_000 })
+      const rowLatency = performance.now() - published
+      await screenshot(page, "console-fleet")
+
+      await row.click()
+      await page.getByRole("heading", { name: "Boiler 1" }).waitFor()
+      await page.getByTestId("live-stream").locator("li.muted").waitFor()
+      published = performance.now()
+      await device.publishAsync(`devices/${deviceId}/events/temperature`, JSON.stringify({ data: { celsius: 22.75 } }), { qos: 1 })
+      const streamed = page.getByTestId("live-stream").locator("li[data-kind=event]", { hasText: "22.75" })
+      await streamed.waitFor({ timeout: 10_000 })
+      const streamLatency = performance.now() - published
+      // Both events are in the history too, newest first.
+      await page.getByTestId("events-history").locator("tbody tr", { hasText: "22.75" }).waitFor()
+      expect(await page.getByTestId("events-history").locator("tbody tr").count()).toBe(2)
+      await screenshot(page, "console-device")
+      console.log(`console live: fleet row updated ${rowLatency.toFixed(0)} ms after the PUBACK of a publish; device stream ${streamLatency.toFixed(0)} ms`)
+    } finally {
+      await device.endAsync()
+    }
+    expect(errors).toEqual([])
+    expect(elsewhere).toEqual([])
+  }, 120_000)
+
+  it("counts an alert as it opens, resolves it from the alert list, and REST sees it resolved", async () => {
+    const space = await h.rest<{ id: string }>("POST", "/spaces", { name: "Alerting space" })
+    const device = await h.rest<{ id: string }>("POST", "/devices", { name: "Freezer", space: { id: space.id } })
+    await h.rest("POST", "/alertRules", {
+      name: "Too warm",
+      type: "threshold",
+      severity: "high",
+      space: { id: space.id },
+      config: { eventName: "temperature", max: -10 }
+    })
+    const { page, errors } = await h.page()
+    await signIn(page, h.origin)
+    const openCell = page.locator(`[data-space="${space.id}"] .open-alerts`)
+    await openCell.filter({ hasText: /^0$/ }).waitFor()
+    await page.getByTestId("live-status").filter({ hasText: "live" }).waitFor()
+
+    await h.rest("POST", "/events", { name: "temperature", data: 4, device: { id: device.id } })
+    // No reload: the count follows the alert as it opens.
+    await openCell.filter({ hasText: /^1$/ }).waitFor({ timeout: 10_000 })
+    const [alert] = await h.rest<Array<Alert>>("GET", `/alerts?unresolved=true&space.id=${space.id}`)
+    expect(alert.state).toBe("unresolved")
+
+    await page.getByRole("link", { name: "Alerts" }).click()
+    const row = page.locator(`[data-alert="${alert.id}"]`)
+    await row.waitFor()
+    await screenshot(page, "console-alerts")
+    await row.getByRole("button", { name: "Resolve" }).click()
+    await row.waitFor({ state: "detached" })
+
+    const resolved = await h.rest<Alert>("GET", `/alerts/${alert.id}`)
+    expect(resolved.state).toBe("resolved")
+    expect(resolved.resolvedAt).not.toBeNull()
+    await page.getByRole("link", { name: "Fleet" }).click()
+    await openCell.filter({ hasText: /^0$/ }).waitFor()
+    expect(errors).toEqual([])
+  }, 120_000)
+
+  it("draws imported readings on the energy page and downloads what it shows as CSV", async () => {
+    const space = await h.rest<{ id: string }>("POST", "/spaces", { name: "Metered space" })
+    const device = await h.rest<{ id: string }>("POST", "/devices", { name: "Meter", space: { id: space.id } })
+    const hour = 3_600_000
+    const top = Math.floor(Date.now() / hour) * hour
+    // Six hourly readings of 1..6 kWh in the last twelve hours.
+    const rows = [1, 2, 3, 4, 5, 6].map((k) => ({ device: device.id, timestamp: top - k * hour + 60_000, value: k }))
+    await h.rest("POST", "/energy/electricity/readings", rows)
+
+    const { page, errors } = await h.page()
+    await signIn(page, h.origin)
+    await page.getByRole("link", { name: "Energy" }).click()
+    await page.locator("select[name=space]").selectOption(space.id)
+    await page.locator("select[name=period]").selectOption("range")
+    const local = (ms: number) => new Date(ms).toISOString().slice(0, 16)
+    await page.locator("input[name=since]").fill(local(top - 12 * hour))
+    await page.locator("input[name=until]").fill(local(top + hour))
+    const chart = page.getByTestId("energy-chart")
+    // Thirteen hourly buckets, the empty ones as 0: every one is a point.
+    await page.locator("[data-testid=energy-chart][data-points='13']").waitFor({ timeout: 20_000 })
+    // And the line is on the canvas: pixels in the series' colour (#2b6cb0).
+    const drawn = await chart.locator("canvas").evaluate((canvas: HTMLCanvasElement) => {
+      const context = canvas.getContext("2d")
+      if (context === null) return 0
+      const { data } = context.getImageData(0, 0, canvas.width, canvas.height)
+      let count = 0
+      for (let i = 0; i < data.length; i += 4) if (Math.abs(data[i] - 0x2b) < 8 && Math.abs(data[i + 1] - 0x6c) < 8 && Math.abs(data[i + 2] - 0xb0) < 8) count++
+      return count
+    })
+    expect(drawn).toBeGreaterThan(100)
+    await screenshot(page, "console-energy")
+
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("button", { name: "Download CSV" }).click()])
+    const csv = readFileSync((await download.path()) ?? "", "utf8").trim().split("\n")
+    expect(csv[0]).toBe("timestamp,electricity (kWh)")
+    expect(csv.length).toBe(14)
+    const values = csv.slice(1).map((line) => Number(line.split(",")[1]))
+    expect(values.reduce((a, b) => a + b, 0)).toBe(21)
+    expect(values.filter((v) => v > 0).sort()).toEqual([1, 2, 3, 4, 5, 6])
+    expect(errors).toEqual([])
+  }, 120_000)
+
+  it("gives a read-only key a read-only console, which the server would refuse anyway", async () => {
+    const key = await h.rest<{ secretKey: string }>("POST", "/apiKeys", { name: "wall screen", readOnly: true })
+    const { page, errors } = await h.page()
+    await signIn(page, h.origin, { key: key.secretKey })
+    await page.getByTestId("who").filter({ hasText: "read-only" }).waitFor()
+    await page.locator("[data-testid=spaces] td", { hasText: "Plant A" }).waitFor()
+    expect(await page.getByRole("button", { name: "Create space" }).count()).toBe(0)
+    expect(await page.getByRole("button", { name: "Create device" }).count()).toBe(0)
+    await page.getByRole("link", { name: "Alerts" }).click()
+    await page.getByTestId("rules").waitFor()
+    expect(await page.getByRole("button", { name: "Create rule" }).count()).toBe(0)
+    const status = await page.evaluate(async (secret) => {
+      const response = await fetch("/v1/spaces", { method: "POST", headers: { authorization: `Bearer ${secret}`, "content-type": "application/json" }, body: JSON.stringify({ name: "nope" }) })
+      return response.status
+    }, key.secretKey)
+    expect(status).toBe(403)
+    await screenshot(page, "console-read-only")
+    expect(errors).toEqual([])
+  }, 120_000)
+
+  it("says so when the session ends (a revoked token) and offers the sign-in again", async () => {
+    const { page, errors } = await h.page()
+    await signIn(page, h.origin)
+    const token = await page.evaluate(() => (JSON.parse(sessionStorage.getItem("voltaic.session") ?? "{}") as { credential?: string }).credential)
+    expect(token).toMatch(/^u_at_/)
+    await h.rest("POST", "/auth/token/revoke", { token })
+    await page.getByRole("link", { name: "Alerts" }).click()
+    await page.locator(".notice", { hasText: "Your session ended" }).waitFor()
+    await page.locator("input[name=email]").waitFor()
+    await screenshot(page, "console-session-ended")
+    expect(errors).toEqual([])
+  }, 120_000)
+
+  it("answers client-side routes with the console and leaves the API's 404s alone", async () => {
+    const html = await fetch(`${h.origin}/devices/dev_unknown`, { headers: { accept: "text/html" } })
+    expect(html.status).toBe(200)
+    expect(html.headers.get("cache-control")).toBe("no-cache")
+    expect(await html.text()).toContain('<div id="app">')
+    const api = await fetch(`${h.origin}/v1/nothing-here`, { headers: { accept: "text/html" } })
+    expect(api.status).toBe(404)
+    expect(((await api.json()) as { error: { code: string } }).error.code).toBe("not_found")
+    const noHtml = await fetch(`${h.origin}/devices/dev_unknown`)
+    expect(noHtml.status).toBe(404)
+    const index = await (await fetch(h.origin)).text()
+    const script = /src="(\/assets\/[^"]+\.js)"/.exec(index)?.[1] ?? ""
+    const asset = await fetch(`${h.origin}${script}`, { headers: { "accept-encoding": "gzip" } })
+    expect(asset.status).toBe(200)
+    expect(asset.headers.get("cache-control")).toContain("immutable")
+  })
+})
