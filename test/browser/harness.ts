@@ -20,15 +20,13 @@ export interface ConsoleHarness {
   close(): Promise<void>
 }
 
-/** A server on free ports (memory store, known owner and key) and a Chromium to look at it. */
-export const startConsoleHarness = async (): Promise<ConsoleHarness> => {
+/** The server's settings in these tests: the owner and key they sign in with. */
+export const serverEnv = (store: Record<string, string>) => ({ ...store, BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY, ADMIN_EMAIL, ADMIN_PASSWORD })
+
+/** A server on free ports (by default on a memory store) and a Chromium to look at it. */
+export const startConsoleHarness = async (store: Record<string, string> = { DATABASE_URL: "memory://" }): Promise<ConsoleHarness> => {
   mkdirSync(OUTPUT, { recursive: true })
-  const server = await startServerProcess({
-    DATABASE_URL: "memory://",
-    BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
-    ADMIN_EMAIL,
-    ADMIN_PASSWORD
-  })
+  const server = await startServerProcess(serverEnv(store))
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] })
   const origin = `http://127.0.0.1:${server.port}`
   const contexts: Array<BrowserContext> = []
