@@ -99,6 +99,16 @@ describe("the operator console in a real Chromium", () => {
     const [alert] = await h.rest<Array<Alert>>("GET", `/alerts?unresolved=true&space.id=${space.id}`)
     expect(alert.state).toBe("unresolved")
 
+    // Acknowledged from its device's page…
+    await page.goto(`${h.origin}/devices/${device.id}`)
+    const onDevice = page.locator(`[data-alert="${alert.id}"]`)
+    await onDevice.getByRole("button", { name: "Acknowledge" }).click()
+    await onDevice.locator(".alert-state", { hasText: "acknowledged" }).waitFor()
+    const acknowledged = await h.rest<Alert & { acknowledgedAt: number | null }>("GET", `/alerts/${alert.id}`)
+    expect(acknowledged.state).toBe("acknowledged")
+    expect(acknowledged.acknowledgedAt).not.toBeNull()
+
+    // …and resolved from the list.
     await page.getByRole("link", { name: "Alerts" }).click()
     const row = page.locator(`[data-alert="${alert.id}"]`)
     await row.waitFor()
@@ -186,6 +196,42 @@ describe("the operator console in a real Chromium", () => {
     await page.locator(".notice", { hasText: "Your session ended" }).waitFor()
     await page.locator("input[name=email]").waitFor()
     await screenshot(page, "console-session-ended")
+    // Signed in again, a device that is not there is a message in the page, not a blank one.
+    await signIn(page, h.origin)
+    await page.goto(`${h.origin}/devices/dev_not_there`)
+    await page.locator(".notice.error", { hasText: "dev_not_there" }).waitFor()
+    expect(errors).toEqual([])
+  }, 120_000)
+
+  it("manages users, teams and each space's alert recipients on the people page", async () => {
+    const space = await h.rest<{ id: string }>("POST", "/spaces", { name: "Watched space" })
+    const { page, errors } = await h.page()
+    await signIn(page, h.origin)
+    await page.getByRole("link", { name: "People" }).click()
+    await page.locator("input[name=userEmail]").fill("night.shift@example.com")
+    await page.locator("input[name=userName]").fill("Night Shift")
+    await page.getByRole("button", { name: "Add user" }).click()
+    await page.getByTestId("users").locator("td", { hasText: "night.shift@example.com" }).waitFor()
+    const [user] = (await h.rest<Array<{ id: string; emailAddress: string }>>("GET", "/organisations/users?limit=200"))
+      .filter((u) => u.emailAddress === "night.shift@example.com")
+
+    await page.locator("input[name=teamName]").fill("Operators")
+    await page.getByRole("button", { name: "Create team" }).click()
+    const team = page.locator(".card", { has: page.getByRole("heading", { name: "Operators" }) })
+    await team.getByRole("combobox", { name: "Add a member" }).selectOption(user.id)
+    await team.getByRole("button", { name: "Add" }).click()
+    await team.locator("li", { hasText: "Night Shift" }).waitFor()
+
+    const recipients = page.locator(`[data-space-recipients="${space.id}"]`)
+    await recipients.getByRole("combobox", { name: "Add a recipient" }).selectOption(user.id)
+    await recipients.getByRole("button", { name: "Add" }).click()
+    await recipients.locator("li", { hasText: "night.shift@example.com" }).waitFor()
+    await screenshot(page, "console-people")
+
+    const teams = await h.rest<Array<{ name: string; members: Array<{ id: string }> }>>("GET", "/teams/")
+    expect(teams.find((t) => t.name === "Operators")?.members.map((m) => m.id)).toEqual([user.id])
+    const watched = await h.rest<{ alertUsers: Array<{ id: string }> }>("GET", `/spaces/${space.id}`)
+    expect(watched.alertUsers.map((u) => u.id)).toEqual([user.id])
     expect(errors).toEqual([])
   }, 120_000)
 

@@ -8,6 +8,20 @@ import { AlertTable } from "./AlertTable.tsx"
 
 const HISTORY = 20
 
+/** The live state in words: `unwatched` means no offline rule applies, so it is never called offline. */
+const stateText = (device: Device): string => {
+  switch (device.live?.state) {
+    case "online":
+      return "online"
+    case "offline":
+      return "offline"
+    case "unwatched":
+      return device.lastSeenAt === null ? "never seen (no offline rule applies)" : "seen (no offline rule applies)"
+    default:
+      return "never seen"
+  }
+}
+
 /** A paged history (events or locations) of one device. */
 const History = <T extends { id: string; timestamp: number },>({ path, deviceId, plural, columns, round }: {
   path: string
@@ -99,6 +113,15 @@ export const DevicePage = ({ id }: { id: string }) => {
     })
   }, [id])
   const d = device.value
+  // A device that is not there (or not ours): one message, not one per section.
+  if (d === undefined && device.error !== undefined) {
+    return (
+      <section>
+        <p><Link to="/">← Fleet</Link></p>
+        <Notice error={device.error} />
+      </section>
+    )
+  }
   return (
     <section>
       <p><Link to="/">← Fleet</Link></p>
@@ -109,7 +132,7 @@ export const DevicePage = ({ id }: { id: string }) => {
           <dl class="facts">
             <dt>id</dt><dd><code>{d.id}</code></dd>
             <dt>customId</dt><dd>{d.customId ?? "–"}</dd>
-            <dt>state</dt><dd data-testid="device-state">{d.live?.state ?? "unknown"}</dd>
+            <dt>state</dt><dd data-testid="device-state">{stateText(d)}</dd>
             <dt>last seen</dt><dd>{when(d.lastSeenAt)} ({ago(d.lastSeenAt)})</dd>
             <dt>space</dt><dd>{d.space?.name ?? "–"}</dd>
             <dt>product</dt><dd>{d.product?.name ?? "–"}</dd>

@@ -74,27 +74,25 @@ export const DeviceTable = ({ spaces, spaceId, onSpace, round }: { spaces: Reado
   }, [fetchPage])
 
   // A delivery for a listed device: seen now, then its live fields as its owner has them.
+  const shown = useRef(rows)
+  shown.current = rows
   useEffect(() => onLive((message) => {
     if (message.kind !== "event" && message.kind !== "location") return
+    let index: number | undefined
+    for (const [i, device] of shown.current) if (device.id === message.deviceId) index = i
+    if (index === undefined) return
+    const at = index
     const timestamp = typeof message.resource.timestamp === "number" ? message.resource.timestamp : Date.now()
-    setRows((old) => {
-      let found: number | undefined
-      for (const [index, device] of old) if (device.id === message.deviceId) found = index
-      if (found === undefined) return old
-      const next = new Map(old)
-      const device = old.get(found) as Device
-      next.set(found, { ...device, lastSeenAt: timestamp, live: { isOnline: true, state: device.live?.state === "unwatched" ? "unwatched" : "online", lastSeenAt: timestamp } })
-      void get<Device>(`/devices/${encodeURIComponent(message.deviceId)}`).then((fresh) =>
-        setRows((current) => {
-          const at = current.get(found as number)
-          if (at?.id !== fresh.id) return current
-          const updated = new Map(current)
-          updated.set(found as number, fresh)
-          return updated
-        })
-      ).catch(() => undefined)
-      return next
-    })
+    const replace = (update: (device: Device) => Device) =>
+      setRows((current) => {
+        const device = current.get(at)
+        if (device?.id !== message.deviceId) return current
+        const next = new Map(current)
+        next.set(at, update(device))
+        return next
+      })
+    replace((device) => ({ ...device, lastSeenAt: timestamp, live: { isOnline: true, state: device.live?.state === "unwatched" ? "unwatched" : "online", lastSeenAt: timestamp } }))
+    get<Device>(`/devices/${encodeURIComponent(message.deviceId)}`).then((fresh) => replace(() => fresh), () => undefined)
   }), [])
 
   const [now, setNow] = useState(Date.now())

@@ -39,7 +39,10 @@ const AddUser = ({ users, taken, label, onAdd }: { users: ReadonlyArray<Organisa
         <option value="">{label}…</option>
         {free.map((u) => <option key={u.id} value={u.id}>{u.fullName} ({u.emailAddress})</option>)}
       </select>
-      <button type="button" disabled={chosen === ""} onClick={() => onAdd(chosen)}>Add</button>
+      <button type="button" disabled={chosen === ""} onClick={() => {
+        onAdd(chosen)
+        setChosen("")
+      }}>Add</button>
     </span>
   )
 }
