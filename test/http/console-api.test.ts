@@ -4,10 +4,12 @@ import { eventually } from "../support/eventually.ts"
 
 /** Reads server-sent events from a response body, one frame at a time. */
 const frames = (response: Response) => {
-  const reader = (response.body as ReadableStream<Uint8Array>).pipeThrough(new TextDecoderStream()).getReader()
+  if (response.body === null) throw new Error("the stream has no body")
+  const reader = response.body.getReader()
+  const decoder = new TextDecoder()
   let buffer = ""
   return {
-    next: async (): Promise<{ event: string; data: any }> => {
+    next: async (): Promise<{ event: string; data: unknown }> => {
       for (;;) {
         const end = buffer.indexOf("\n\n")
         if (end !== -1) {
@@ -20,7 +22,7 @@ const frames = (response: Response) => {
         }
         const { value, done } = await reader.read()
         if (done) throw new Error("the stream ended")
-        buffer += value
+        buffer += decoder.decode(value, { stream: true })
       }
     },
     close: () => reader.cancel()
