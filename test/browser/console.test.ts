@@ -69,6 +69,16 @@ describe("the operator console in a real Chromium", () => {
       await page.getByTestId("events-history").locator("tbody tr", { hasText: "22.75" }).waitFor()
       expect(await page.getByTestId("events-history").locator("tbody tr").count()).toBe(2)
       await screenshot(page, "console-device")
+
+      // A rotated key: the new one is shown once and works; the old one stops.
+      page.once("dialog", (dialog) => void dialog.accept())
+      await page.getByRole("button", { name: "Rotate secret key" }).click()
+      const rotated = (await page.locator("[data-testid=secret] code").textContent()) ?? ""
+      expect(rotated).toMatch(/^d_sk_/)
+      expect(rotated).not.toBe(secret)
+      const whoami = (key: string) => fetch(`${h.origin}/v1/whoami`, { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status)
+      expect(await whoami(rotated)).toBe(200)
+      expect(await whoami(secret)).toBe(401)
       console.log(`console live: fleet row updated ${rowLatency.toFixed(0)} ms after the PUBACK of a publish; device stream ${streamLatency.toFixed(0)} ms`)
     } finally {
       await device.endAsync()
@@ -201,6 +211,25 @@ describe("the operator console in a real Chromium", () => {
     await page.goto(`${h.origin}/devices/dev_not_there`)
     await page.locator(".notice.error", { hasText: "dev_not_there" }).waitFor()
     expect(errors).toEqual([])
+  }, 120_000)
+
+  it("shows a server error as a message, and a page that fails to draw as a message, never a blank page", async () => {
+    const { page, context } = await h.page()
+    await signIn(page, h.origin)
+    // The rules answer 500 with the interface's error body; the alerts answer a shape the page cannot draw.
+    await context.route("**/v1/alertRules?**", (route) =>
+      route.fulfill({ status: 500, contentType: "application/json", body: JSON.stringify({ error: { status: 500, code: "internal", message: "the server failed to answer this request; it has been logged" } }) }))
+    await context.route("**/v1/alerts?**", (route) => route.fulfill({ status: 200, contentType: "application/json", body: JSON.stringify([{ id: "alt_broken" }]) }))
+    await page.getByRole("link", { name: "Alerts" }).click()
+    await page.locator(".notice.error", { hasText: "This page failed" }).waitFor()
+    await screenshot(page, "console-page-failed")
+    await context.unroute("**/v1/alerts?**")
+    await page.getByRole("button", { name: "Try again" }).click()
+    await page.getByTestId("alerts").waitFor()
+    await page.locator(".notice.error", { hasText: "The server failed: the server failed to answer this request" }).waitFor()
+    // The rest of the console still works: the header and the other pages.
+    await page.getByRole("link", { name: "Fleet" }).click()
+    await page.getByTestId("spaces").waitFor()
   }, 120_000)
 
   it("manages users, teams and each space's alert recipients on the people page", async () => {

@@ -113,12 +113,12 @@ export const DevicePage = ({ id }: { id: string }) => {
     })
   }, [id])
   const d = device.value
-  // A device that is not there (or not ours): one message, not one per section.
-  if (d === undefined && device.error !== undefined) {
+  // The sections wait for the device: one that is not there (or not ours) is one message, not one per section.
+  if (d === undefined) {
     return (
       <section>
         <p><Link to="/">← Fleet</Link></p>
-        <Notice error={device.error} />
+        {device.error === undefined ? <p>Loading…</p> : <Notice error={device.error} />}
       </section>
     )
   }
@@ -126,29 +126,26 @@ export const DevicePage = ({ id }: { id: string }) => {
     <section>
       <p><Link to="/">← Fleet</Link></p>
       <Notice error={device.error ?? action.error} />
-      {d === undefined ? <p>Loading…</p> : (
-        <>
-          <h1>{d.name}</h1>
-          <dl class="facts">
-            <dt>id</dt><dd><code>{d.id}</code></dd>
-            <dt>customId</dt><dd>{d.customId ?? "–"}</dd>
-            <dt>state</dt><dd data-testid="device-state">{stateText(d)}</dd>
-            <dt>last seen</dt><dd>{when(d.lastSeenAt)} ({ago(d.lastSeenAt)})</dd>
-            <dt>space</dt><dd>{d.space?.name ?? "–"}</dd>
-            <dt>product</dt><dd>{d.product?.name ?? "–"}</dd>
-            <dt>place</dt><dd>{d.place?.id ?? "–"}</dd>
-          </dl>
-          {canWrite() ? (
-            <button type="button" onClick={() => void action.run(async () => {
-              if (!confirm(`Rotate the secret key of ${d.name}? The old key stops working at once.`)) return
-              setSecret((await post<{ secretKey: string }>(`/devices/${encodeURIComponent(d.id)}/secretKey`)).secretKey)
-            })}>
-              Rotate secret key
-            </button>
-          ) : null}
-          {secret === undefined ? null : <Secret label="New secret key" value={secret} />}
-        </>
-      )}
+      <h1>{d.name}</h1>
+      <dl class="facts">
+        <dt>id</dt><dd><code>{d.id}</code></dd>
+        <dt>customId</dt><dd>{d.customId ?? "–"}</dd>
+        <dt>state</dt><dd data-testid="device-state">{stateText(d)}</dd>
+        <dt>last seen</dt><dd>{when(d.lastSeenAt)} ({ago(d.lastSeenAt)})</dd>
+        <dt>space</dt><dd>{d.space?.name ?? "–"}</dd>
+        <dt>product</dt><dd>{d.product?.name ?? "–"}</dd>
+        <dt>place</dt><dd>{d.place?.id ?? "–"}</dd>
+      </dl>
+      <p><Link to={`/energy?device.id=${encodeURIComponent(d.id)}`}>Energy of this device</Link></p>
+      {canWrite() ? (
+        <button type="button" onClick={() => void action.run(async () => {
+          if (!confirm(`Rotate the secret key of ${d.name}? The old key stops working at once.`)) return
+          setSecret((await post<{ secretKey: string }>(`/devices/${encodeURIComponent(d.id)}/secretKey`)).secretKey)
+        })}>
+          Rotate secret key
+        </button>
+      ) : null}
+      {secret === undefined ? null : <Secret label="New secret key" value={secret} />}
       <h2>Live</h2>
       <ol class="stream" data-testid="live-stream">
         {stream.length === 0 ? <li class="muted">Waiting for the device…</li> : null}

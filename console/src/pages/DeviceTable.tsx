@@ -77,7 +77,7 @@ export const DeviceTable = ({ spaces, spaceId, onSpace, round }: { spaces: Reado
   const shown = useRef(rows)
   shown.current = rows
   useEffect(() => onLive((message) => {
-    if (message.kind !== "event" && message.kind !== "location") return
+    if (message.kind === "command") return
     let index: number | undefined
     for (const [i, device] of shown.current) if (device.id === message.deviceId) index = i
     if (index === undefined) return
@@ -91,7 +91,10 @@ export const DeviceTable = ({ spaces, spaceId, onSpace, round }: { spaces: Reado
         next.set(at, update(device))
         return next
       })
-    replace((device) => ({ ...device, lastSeenAt: timestamp, live: { isOnline: true, state: device.live?.state === "unwatched" ? "unwatched" : "online", lastSeenAt: timestamp } }))
+    // An alert (the device went offline, say) changes what its owner says, not when it was seen.
+    if (message.kind !== "alert") {
+      replace((device) => ({ ...device, lastSeenAt: timestamp, live: { isOnline: true, state: device.live?.state === "unwatched" ? "unwatched" : "online", lastSeenAt: timestamp } }))
+    }
     get<Device>(`/devices/${encodeURIComponent(message.deviceId)}`).then((fresh) => replace(() => fresh), () => undefined)
   }), [])
 

@@ -54,8 +54,9 @@ const fetchAll = async (kind: Kind, query: Record<string, string | undefined>): 
 /** Electricity, gas and water of a space, a device or the organisation, with the interface's controls. */
 export const Energy = () => {
   const [kind, setKind] = useState<Kind>("electricity")
-  const [spaceId, setSpaceId] = useState("")
-  const [deviceId, setDeviceId] = useState("")
+  const opened = new URLSearchParams(location.search)
+  const [spaceId, setSpaceId] = useState(opened.get("space.id") ?? "")
+  const [deviceId, setDeviceId] = useState(opened.get("device.id") ?? "")
   const [every, setEvery] = useState("1")
   const [unit, setUnit] = useState<(typeof UNITS)[number]>("hour")
   const [timezone, setTimezone] = useState("")
