@@ -1,4 +1,4 @@
-import { session } from "./api.ts"
+import { session, setSession } from "./api.ts"
 
 /** A delivery of `GET /v1/stream`: what MQTT subscribers receive, with its topic and device. */
 export interface LiveMessage {
@@ -32,9 +32,13 @@ export const onLiveStatus = (listener: (status: LiveStatus) => void): (() => voi
   return () => statusListeners.delete(listener)
 }
 
+/** The credential stopped working: the session ends, with the reason on the sign-in page. */
+class SessionEnded extends Error {}
+
 /** Server-sent events read with fetch, so the credential goes in a header, never in a URL. */
 const readStream = async (credential: string, signal: AbortSignal): Promise<void> => {
   const response = await fetch("/v1/stream", { headers: { authorization: `Bearer ${credential}`, accept: "text/event-stream" }, signal })
+  if (response.status === 401) throw new SessionEnded("the credential is unknown, expired or revoked")
   if (!response.ok || response.body === null) throw new Error(`stream answered ${response.status}`)
   const reader = response.body.pipeThrough(new TextDecoderStream()).getReader()
   let buffer = ""
@@ -54,6 +58,7 @@ const readStream = async (credential: string, signal: AbortSignal): Promise<void
         else if (line.startsWith("data: ")) data.push(line.slice(6))
       }
       if (kind === "ready") setStatus("live")
+      if (kind === "expired") throw new SessionEnded("the credential is no longer valid")
       if (kind === "event" || kind === "location" || kind === "command" || kind === "alert") {
         const parsed = JSON.parse(data.join("\n")) as Omit<LiveMessage, "kind">
         const message: LiveMessage = { kind, ...parsed }
@@ -77,8 +82,13 @@ export const startLive = (): (() => void) => {
         setStatus(status === "live" ? "reconnecting" : status)
         await readStream(credential, controller.signal)
         wait = 1000
-      } catch {
+      } catch (error) {
         if (controller.signal.aborted) return
+        if (error instanceof SessionEnded) {
+          // Only if it is still this session's credential that failed.
+          if (session()?.credential === credential) setSession(undefined, `Your session ended: ${error.message}. Sign in again.`)
+          return
+        }
       }
       setStatus("reconnecting")
       await new Promise((resolve) => setTimeout(resolve, wait))

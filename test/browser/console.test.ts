@@ -173,6 +173,12 @@ describe("the operator console in a real Chromium", () => {
     const values = csv.slice(1).map((line) => Number(line.split(",")[1]))
     expect(values.reduce((a, b) => a + b, 0)).toBe(21)
     expect(values.filter((v) => v > 0).sort()).toEqual([1, 2, 3, 4, 5, 6])
+
+    // The device picked by id, broken down by device: one series named after it.
+    await page.locator("input[name=device]").fill(device.id)
+    await page.locator("select[name=breakdown]").selectOption("device")
+    await chart.locator(".u-legend", { hasText: device.id }).waitFor()
+    await page.locator("[data-testid=energy-chart][data-points='13']").waitFor()
     expect(errors).toEqual([])
   }, 120_000)
 

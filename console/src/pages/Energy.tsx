@@ -1,7 +1,7 @@
 import { lazy, Suspense } from "preact/compat"
 import { useMemo, useState } from "preact/hooks"
 import { get } from "../api.ts"
-import type { Space } from "../types.ts"
+import type { Device, Space } from "../types.ts"
 import { Notice, useLoad } from "../ui/kit.tsx"
 import { toCsv } from "./energyCsv.ts"
 
@@ -56,7 +56,13 @@ export const Energy = () => {
   const [kind, setKind] = useState<Kind>("electricity")
   const opened = new URLSearchParams(location.search)
   const [spaceId, setSpaceId] = useState(opened.get("space.id") ?? "")
-  const [deviceId, setDeviceId] = useState(opened.get("device.id") ?? "")
+  // Typed or picked: the picker offers devices whose name or customId holds what is typed.
+  const [deviceText, setDeviceText] = useState(opened.get("device.id") ?? "")
+  const deviceId = /^dev_\S+$/.test(deviceText.trim()) ? deviceText.trim() : ""
+  const devices = useLoad(
+    () => (deviceText.trim() === "" || deviceId !== "" ? Promise.resolve([]) : get<Array<Device>>("/devices", { search: deviceText.trim(), limit: 20 })),
+    [deviceText]
+  )
   const [every, setEvery] = useState("1")
   const [unit, setUnit] = useState<(typeof UNITS)[number]>("hour")
   const [timezone, setTimezone] = useState("")
@@ -124,7 +130,10 @@ export const Energy = () => {
             {(spaces.value ?? []).map((s) => <option key={s.id} value={s.id}>{s.name}</option>)}
           </select>
         </label>
-        <label>or device id <input name="device" placeholder="dev_…" value={deviceId} onChange={(e) => setDeviceId(e.currentTarget.value)} /></label>
+        <label>or device
+          <input name="device" list="devices" placeholder="name, customId or dev_…" value={deviceText} onInput={(e) => setDeviceText(e.currentTarget.value)} />
+          <datalist id="devices">{(devices.value ?? []).map((d) => <option key={d.id} value={d.id}>{d.name}{d.customId === null ? "" : ` (${d.customId})`}</option>)}</datalist>
+        </label>
         <label>Interval
           <input name="every" type="number" min="1" value={every} onChange={(e) => setEvery(e.currentTarget.value || "1")} class="short" />
           <select name="unit" value={unit} onChange={(e) => setUnit(e.currentTarget.value as typeof unit)}>

@@ -1,5 +1,5 @@
 import type { ComponentChildren } from "preact"
-import { useCallback, useEffect, useState } from "preact/hooks"
+import { useCallback, useEffect, useRef, useState } from "preact/hooks"
 import { messageOf, session } from "../api.ts"
 import { follow } from "../router.ts"
 
@@ -17,25 +17,38 @@ export const Link = ({ to, children, class: className }: { to: string; children:
   </a>
 )
 
+/**
+ * Copies `text`: the Clipboard API where the page is a secure context (https, localhost); on a
+ * plain http address it is missing, and the selected text is copied the older way.
+ */
+const copy = async (text: string, element: HTMLElement | null): Promise<boolean> => {
+  try {
+    if (navigator.clipboard !== undefined) {
+      await navigator.clipboard.writeText(text)
+      return true
+    }
+  } catch {
+    // Refused (no permission): try the selection.
+  }
+  const selection = getSelection()
+  if (element === null || selection === null) return false
+  const range = document.createRange()
+  range.selectNodeContents(element)
+  selection.removeAllRanges()
+  selection.addRange(range)
+  return document.execCommand("copy")
+}
+
 /** A secret shown once, with a button that copies it. */
 export const Secret = ({ label, value }: { label: string; value: string }) => {
-  const [copied, setCopied] = useState(false)
+  const [copied, setCopied] = useState<boolean>()
+  const code = useRef<HTMLElement>(null)
   return (
     <div class="secret" data-testid="secret">
       <span>{label} (shown once; keep it): </span>
-      <code>{value}</code>
-      <button
-        type="button"
-        onClick={async () => {
-          try {
-            await navigator.clipboard.writeText(value)
-            setCopied(true)
-          } catch {
-            setCopied(false)
-          }
-        }}
-      >
-        {copied ? "Copied" : "Copy"}
+      <code ref={code}>{value}</code>
+      <button type="button" onClick={async () => setCopied(await copy(value, code.current))}>
+        {copied === true ? "Copied" : copied === false ? "Select it and copy" : "Copy"}
       </button>
     </div>
   )
