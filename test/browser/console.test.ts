@@ -285,5 +285,6 @@ describe("the operator console in a real Chromium", () => {
     const asset = await fetch(`${h.origin}${script}`, { headers: { "accept-encoding": "gzip" } })
     expect(asset.status).toBe(200)
     expect(asset.headers.get("cache-control")).toContain("immutable")
+    expect(asset.headers.get("content-encoding")).toBe("gzip")
   })
 })

@@ -75,6 +75,7 @@ export const DeviceTable = ({ spaces, spaceId, onSpace, round }: { spaces: Reado
 
   // A delivery for a listed device: seen now, then its live fields as its owner has them.
   const shown = useRef(rows)
+  const refreshing = useRef(new Set<string>())
   shown.current = rows
   useEffect(() => onLive((message) => {
     if (message.kind === "command") return
@@ -91,11 +92,18 @@ export const DeviceTable = ({ spaces, spaceId, onSpace, round }: { spaces: Reado
         next.set(at, update(device))
         return next
       })
+    const state = shown.current.get(at)?.live?.state
     // An alert (the device went offline, say) changes what its owner says, not when it was seen.
     if (message.kind !== "alert") {
-      replace((device) => ({ ...device, lastSeenAt: timestamp, live: { isOnline: true, state: device.live?.state === "unwatched" ? "unwatched" : "online", lastSeenAt: timestamp } }))
+      replace((device) => ({ ...device, lastSeenAt: timestamp, live: { isOnline: true, state: state === "unwatched" ? "unwatched" : "online", lastSeenAt: timestamp } }))
     }
-    get<Device>(`/devices/${encodeURIComponent(message.deviceId)}`).then((fresh) => replace(() => fresh), () => undefined)
+    // The owner is asked only when its answer may differ (a first sign of life, back from
+    // offline, an alert), once at a time per device: a busy fleet's events cost no requests.
+    if ((message.kind === "alert" || (state !== "online" && state !== "unwatched")) && !refreshing.current.has(message.deviceId)) {
+      refreshing.current.add(message.deviceId)
+      get<Device>(`/devices/${encodeURIComponent(message.deviceId)}`).then((fresh) => replace(() => fresh), () => undefined)
+        .finally(() => refreshing.current.delete(message.deviceId))
+    }
   }), [])
 
   const [now, setNow] = useState(Date.now())
