@@ -142,6 +142,13 @@ describe("the operator console in a real Chromium", () => {
     expect(resolved.resolvedAt).not.toBeNull()
     await page.getByRole("link", { name: "Fleet" }).click()
     await openCell.filter({ hasText: /^0$/ }).waitFor()
+    // A new occurrence opens a new alert, resolved elsewhere: the count follows both, no reload.
+    await h.rest("POST", "/events", { name: "temperature", data: 6, device: { id: device.id } })
+    await openCell.filter({ hasText: /^1$/ }).waitFor({ timeout: 10_000 })
+    const [again] = await h.rest<Array<Alert>>("GET", `/alerts?unresolved=true&space.id=${space.id}`)
+    expect(again.id).not.toBe(alert.id)
+    await h.rest("PUT", `/alerts/${again.id}/resolve`, {})
+    await openCell.filter({ hasText: /^0$/ }).waitFor({ timeout: 10_000 })
     expect(errors).toEqual([])
   }, 120_000)
 
