@@ -15,6 +15,7 @@ export const Alerts = () => {
   const [since, setSince] = useState("")
   const [sort, setSort] = useState<"DESC" | "ASC">("DESC")
   const [round, setRound] = useState(0)
+  const [templatesRound, setTemplatesRound] = useState(0)
   const spaces = useLoad(() => get<{ spaces: Array<Space> }>("/spaces", { limit: 200 }).then((r) => r.spaces), [])
   const products = useLoad(() => get<{ products: Array<{ id: string; name: string }> }>("/products", { limit: 200 }).then((r) => r.products), [])
   const rules = useLoad(() => get<{ alertRules: Array<AlertRule> }>("/alertRules", { limit: 200 }).then((r) => r.alertRules), [round])
@@ -56,9 +57,9 @@ export const Alerts = () => {
       </div>
       <AlertTable query={query} />
       <h2>Alert rules</h2>
-      <Rules rules={rules.value ?? []} error={rules.error} spaces={spaces.value ?? []} onChange={() => setRound((n) => n + 1)} />
+      <Rules rules={rules.value ?? []} error={rules.error} spaces={spaces.value ?? []} templatesRound={templatesRound} onChange={() => setRound((n) => n + 1)} />
       <h2>Notification templates</h2>
-      <Templates />
+      <Templates onChange={() => setTemplatesRound((n) => n + 1)} />
     </section>
   )
 }

@@ -46,9 +46,16 @@ const configOf = (draft: Draft): Record<string, string | number> => {
 }
 
 /** Alert rules: a list, and a form that creates one or edits the one picked. */
-export const Rules = ({ rules, error, spaces, onChange }: { rules: ReadonlyArray<AlertRule>; error: unknown; spaces: ReadonlyArray<Space>; onChange: () => void }) => {
+export const Rules = ({ rules, error, spaces, templatesRound, onChange }: {
+  rules: ReadonlyArray<AlertRule>
+  error: unknown
+  spaces: ReadonlyArray<Space>
+  /** Moves when a template is created or edited: the picker reads them again. */
+  templatesRound: number
+  onChange: () => void
+}) => {
   const [draft, setDraft] = useState<Draft>(blank())
-  const templates = useLoad(() => get<{ notificationTemplates: Array<NotificationTemplate> }>("/notificationTemplates", { limit: 200 }).then((r) => r.notificationTemplates), [])
+  const templates = useLoad(() => get<{ notificationTemplates: Array<NotificationTemplate> }>("/notificationTemplates", { limit: 200 }).then((r) => r.notificationTemplates), [templatesRound])
   const action = useAction()
   useEffect(() => action.clear(), [draft.id])
   const set = (patch: Partial<Draft>) => setDraft((d) => ({ ...d, ...patch }))

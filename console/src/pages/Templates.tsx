@@ -7,7 +7,7 @@ type Draft = { id?: string; type: string; title: string; body: string; webhookUr
 const blank = (): Draft => ({ type: "email", title: "", body: "", webhookUrl: "" })
 
 /** Notification templates: `{{device.name}}`, `{{alertRule.name}}` and the like are filled in when an alert goes out. */
-export const Templates = () => {
+export const Templates = ({ onChange }: { onChange: () => void }) => {
   const [round, setRound] = useState(0)
   const list = useLoad(() => get<{ notificationTemplates: Array<NotificationTemplate> }>("/notificationTemplates", { limit: 200 }).then((r) => r.notificationTemplates), [round])
   const [draft, setDraft] = useState<Draft>(blank())
@@ -20,6 +20,7 @@ export const Templates = () => {
       else await put(`/notificationTemplates/${encodeURIComponent(draft.id)}`, body)
       setDraft(blank())
       setRound((n) => n + 1)
+      onChange()
     })
   }
   return (
