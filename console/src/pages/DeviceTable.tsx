@@ -65,12 +65,19 @@ export const DeviceTable = ({ spaces, spaceId, onSpace, round }: { spaces: Reado
     void fetchPage(0, generation.current)
   }, [fetchPage, round])
 
+  // Pages are asked for where the scroll comes to rest (80 ms without a move): a fast scroll
+  // through the fleet asks for the pages it stops on, not for every page it passes.
+  const settle = useRef<ReturnType<typeof setTimeout>>(undefined)
+  useEffect(() => () => clearTimeout(settle.current), [])
   const onRange = useCallback((first: number, last: number) => {
-    for (let page = Math.floor(first / PAGE); page <= Math.floor(Math.max(first, last - 1) / PAGE); page++) {
-      if (requested.current.has(page)) continue
-      requested.current.add(page)
-      void fetchPage(page, generation.current)
-    }
+    clearTimeout(settle.current)
+    settle.current = setTimeout(() => {
+      for (let page = Math.floor(first / PAGE); page <= Math.floor(Math.max(first, last - 1) / PAGE); page++) {
+        if (requested.current.has(page)) continue
+        requested.current.add(page)
+        void fetchPage(page, generation.current)
+      }
+    }, 80)
   }, [fetchPage])
 
   // A delivery for a listed device: seen now, then its live fields as its owner has them.
