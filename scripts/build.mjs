@@ -1,15 +1,19 @@
 // `npm run build`: the TypeScript of src/ and actors/ compiled into dist/ (tsconfig.build.json),
-// with the migrations copied beside it (src/store/migrate.ts reads them relative to itself), and the
-// command-line tool dist/src/cli/main.js (the package's bin) made executable.
-// `--if-needed` (what `npm start` runs) skips the compiler when no source, migration or setting
-// changed since the last build: a start then costs no build at all.
+// with the migrations copied beside it (src/store/migrate.ts reads them relative to itself), the
+// command-line tool dist/src/cli/main.js (the package's bin) made executable, and the operator
+// console (console/) bundled by Vite into dist/console (scripts/console.mjs).
+// `--if-needed` (what `npm start` runs) skips each part whose sources, migrations or settings did
+// not change since its last build: a start then costs no build at all.
+// `--console` builds the console alone (the tests' global setup: the browser tests need it, the
+// server runs from its sources).
 import { execFileSync } from "node:child_process"
 import { chmodSync, cpSync, existsSync, readdirSync, statSync, utimesSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
-const stamp = join(root, "dist", ".tsbuildinfo")
+const ifNeeded = process.argv.includes("--if-needed")
+const consoleOnly = process.argv.includes("--console")
 
 const newest = (path) => {
   const info = statSync(path)
@@ -19,15 +23,32 @@ const newest = (path) => {
   return latest
 }
 
-const inputs = ["src", "actors", "migrations", "tsconfig.json", "tsconfig.build.json", "package-lock.json"].map((p) => join(root, p))
-const upToDate = existsSync(stamp) && existsSync(join(root, "dist", "migrations")) &&
-  Math.max(...inputs.map(newest)) <= statSync(stamp).mtimeMs
+/** True when `stamp` exists and is newer than every input. */
+const upToDate = (stamp, inputs) => existsSync(stamp) && Math.max(...inputs.map((p) => newest(join(root, p)))) <= statSync(stamp).mtimeMs
 
-if (process.argv.includes("--if-needed") && upToDate) process.exit(0)
-execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" })
-cpSync(join(root, "migrations"), join(root, "dist", "migrations"), { recursive: true })
-// The package's bin (`voltaic`), run by its shebang: tsc writes files without the execute bit.
-chmodSync(join(root, "dist", "src", "cli", "main.js"), 0o755)
-// tsc leaves its build info untouched when the output did not change: the stamp is this build's.
-const now = new Date()
-utimesSync(stamp, now, now)
+const touch = (path) => {
+  const now = new Date()
+  utimesSync(path, now, now)
+}
+
+const serverStamp = join(root, "dist", ".tsbuildinfo")
+const serverInputs = ["src", "actors", "migrations", "tsconfig.json", "tsconfig.build.json", "package-lock.json"]
+const serverCurrent = upToDate(serverStamp, serverInputs) && existsSync(join(root, "dist", "migrations"))
+
+if (!consoleOnly && !(ifNeeded && serverCurrent)) {
+  execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" })
+  cpSync(join(root, "migrations"), join(root, "dist", "migrations"), { recursive: true })
+  // The package's bin (`voltaic`), run by its shebang: tsc writes files without the execute bit.
+  chmodSync(join(root, "dist", "src", "cli", "main.js"), 0o755)
+  // tsc leaves its build info untouched when the output did not change: the stamp is this build's.
+  touch(serverStamp)
+}
+
+const consoleStamp = join(root, "dist", "console", ".vite", "manifest.json")
+const consoleInputs = ["console", "scripts/console.mjs", "package-lock.json"]
+if (!(ifNeeded && upToDate(consoleStamp, consoleInputs))) {
+  // Loaded only to build: Vite is not needed by a start with nothing to build.
+  const { buildConsole } = await import("./console.mjs")
+  await buildConsole(root)
+  touch(consoleStamp)
+}

@@ -71,3 +71,16 @@ export const isTopicLevel = (value: string): boolean => SAFE_LEVEL.test(value) &
 export const trafficSubject = (deviceId: string) => `voltaic.traffic.${deviceId}`
 export const TRAFFIC_WILDCARD = "voltaic.traffic.>"
 export const CONTROL_SUBJECT = "voltaic.control"
+
+/** What a delivery's topic carries, for the console's live stream (`GET /v1/stream`). */
+export type DeliveryKind = "event" | "location" | "command" | "alert"
+
+export const deliveryKind = (topic: string): DeliveryKind | undefined => {
+  const levels = topic.split("/")
+  if (levels[0] !== "devices") return undefined
+  if (levels.length === 4 && levels[2] === "events") return "event"
+  if (levels.length === 3 && levels[2] === "locations") return "location"
+  if (levels.length === 3 && levels[2] === "alerts") return "alert"
+  if (levels.length === 5 && levels[2] === "commands" && levels[4] === "run") return "command"
+  return undefined
+}

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { hashPassword, hashSecret, secretHint, verifyPassword } from "../auth/secrets.ts"
-import { Conflict, NotFound, Unauthorized } from "../domain/errors.ts"
+import { Conflict, InvalidInput, NotFound, Unauthorized } from "../domain/errors.ts"
 import { newId, newSecret } from "../domain/ids.ts"
 import { bool, num, str } from "./rows.ts"
 import type { Row, SqlClient, SqlError } from "./Sql.ts"
@@ -150,24 +150,32 @@ const issueToken = (sql: SqlClient, user: Row, scope: string) =>
 
 const invalidCredentials = new Unauthorized({ message: "username or password is wrong" })
 
-/** Password grant of `POST /auth/token`: the user must belong to the application key's organisation. */
+/**
+ * Password grant: `POST /auth/token` names the organisation by its application key; the console's
+ * `POST /auth/signIn` may leave it out, and then the user must belong to exactly one.
+ */
 export const signIn = (
   sql: SqlClient,
-  organisationId: string,
+  organisationId: string | undefined,
   input: { readonly username: string; readonly password: string; readonly scope: string }
-): Effect.Effect<IssuedToken, Unauthorized | SqlError> =>
+): Effect.Effect<IssuedToken, Unauthorized | InvalidInput | SqlError> =>
   Effect.gen(function*() {
     const rows = yield* sql.query(
       `SELECT u.id AS user_id, u.password_hash, u.login_via_sso_only, ou.id AS organisation_user_id, ou.organisation_id
        FROM users u JOIN organisation_users ou ON ou.user_id = u.id
-       WHERE lower(u.email_address) = lower($1) AND ou.organisation_id = $2`,
-      [input.username, organisationId]
+       WHERE lower(u.email_address) = lower($1) AND ($2::text IS NULL OR ou.organisation_id = $2)
+       ORDER BY ou.created_at`,
+      [input.username, organisationId ?? null]
     )
     const user = rows[0]
     const hash = user === undefined ? null : (user.password_hash as string | null)
     // Verify against a dummy hash when the user is unknown, so timing does not tell.
     const ok = yield* tryPromise(() => verifyPassword(input.password, hash ?? DUMMY_HASH))
     if (user === undefined || hash === null || !ok || bool(user, "login_via_sso_only")) return yield* invalidCredentials
+    // Told only to whom gave the right password.
+    if (rows.length > 1) {
+      return yield* new InvalidInput({ field: "organisationId", message: "organisationId: this user belongs to several organisations; name one" })
+    }
     return yield* issueToken(sql, user, input.scope)
   })
 

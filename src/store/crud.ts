@@ -222,7 +222,8 @@ export const listOf = <T>(
   q: ResourceQuery<T>,
   organisationId: string,
   filters: ReadonlyArray<readonly [string, unknown]>,
-  list: ListParams
+  list: ListParams,
+  search?: { readonly columns: ReadonlyArray<string>; readonly text: string | undefined }
 ): Effect.Effect<Page<T>, SqlError> => {
   const params: Array<unknown> = [organisationId]
   const where = [`${q.alias}.organisation_id = $1`]
@@ -230,6 +231,11 @@ export const listOf = <T>(
     if (value === undefined) continue
     params.push(value)
     where.push(`${q.alias}.${column} = $${params.length}`)
+  }
+  if (search !== undefined && search.text !== undefined && search.text !== "" && search.columns.length > 0) {
+    // A substring, case-insensitive; LIKE's own characters in the text are matched as they are.
+    params.push(`%${search.text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`)
+    where.push(`(${search.columns.map((column) => `${q.alias}.${column} ILIKE $${params.length}`).join(" OR ")})`)
   }
   return listRows(sql, {
     select: q.select,

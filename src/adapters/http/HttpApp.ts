@@ -11,7 +11,9 @@ import { AppConfig } from "../../config.ts"
 import { observeHttp, scrape, setRecording } from "../../metrics.ts"
 import { Sql } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
+import { CONSOLE_ASSETS_PREFIX, type ConsoleRequest, consoleAsset, consoleIndex, consoleRoute } from "./consoleAssets.ts"
 import { DOCS_SCRIPT_PATH, docsScript } from "./docsBundle.ts"
+import { makeLiveFeed } from "./liveFeed.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
 import { beginRequest, requestAnnotations, routeOf } from "./requestLog.ts"
 import { Api, type HttpServices } from "./route.ts"
@@ -22,6 +24,7 @@ import { energyRoutes } from "./routes/energy.ts"
 import { commandRoutes } from "./routes/commands.ts"
 import { trafficRoutes } from "./routes/traffic.ts"
 import { managementRoutes } from "./routes/management.ts"
+import { streamRoutes } from "./routes/stream.ts"
 import { userRoutes } from "./routes/users.ts"
 
 /** No request body may exceed this, whatever the route; routes set smaller limits. */
@@ -31,8 +34,9 @@ const MAX_REQUEST_BODY = 16 * 1024 * 1024
 const UNREAD_BODY_KEEP_ALIVE = 64 * 1024
 
 /**
- * The Hono application: `/health`, `/ready`, `/docs`, and the REST API under `/v1` with its
- * OpenAPI document at `/v1/openapi.json`. It never listens; the entry point serves it.
+ * The Hono application: `/health`, `/ready`, `/docs`, the REST API under `/v1` with its
+ * OpenAPI document at `/v1/openapi.json`, and the operator console at `/`. It never listens;
+ * the entry point serves it.
  */
 export const makeHttpApp = Effect.gen(function*() {
   const context = yield* Effect.context<HttpServices>()
@@ -152,6 +156,7 @@ export const makeHttpApp = Effect.gen(function*() {
   commandRoutes(api)
   alertRoutes(api)
   energyRoutes(api)
+  streamRoutes(api, bus === undefined ? undefined : makeLiveFeed(bus))
 
   let document: unknown
   v1.get("/openapi.json", (c) => {
@@ -171,7 +176,20 @@ export const makeHttpApp = Effect.gen(function*() {
   app.get(DOCS_SCRIPT_PATH, (c) => docsScript(c.req.header("accept-encoding")))
   app.get("/docs", Scalar({ url: "/v1/openapi.json", pageTitle: "Voltaic API", cdn: DOCS_SCRIPT_PATH, withDefaultFonts: false, defaultOpenAllTags: true }))
 
-  app.notFound((c) => sendStatus(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`))
+  // The operator console (console/, built into dist/console): its page, its hashed assets, and
+  // its client-side routes for a browser asking for HTML (the rest of the notFound below).
+  const consoleRequest = (c: HonoContext): ConsoleRequest => ({
+    method: c.req.method,
+    path: c.req.path,
+    accept: c.req.header("accept"),
+    acceptEncoding: c.req.header("accept-encoding")
+  })
+  app.get("/", (c) => consoleIndex(consoleRequest(c)))
+  app.get(`${CONSOLE_ASSETS_PREFIX}*`, async (c) =>
+    (await consoleAsset(consoleRequest(c))) ?? sendStatus(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`))
+
+  app.notFound(async (c) =>
+    (await consoleRoute(consoleRequest(c))) ?? sendStatus(c, 404, "not_found", `no route for ${c.req.method} ${c.req.path}`))
   app.onError((err, c) => {
     if (err instanceof HTTPException) {
       return sendStatus(c, err.status === 413 ? 413 : 400, err.status === 413 ? "payload_too_large" : "invalid_request", err.message)

@@ -55,7 +55,7 @@ export const HttpLive = Layer.effectDiscard(
     const app = yield* makeHttpApp
     const http = yield* HttpPort
     yield* http.open(app.fetch)
-    if (http.port !== null) yield* Effect.logInfo(`http listening on ${config.host}:${http.port} (REST under /v1, reference at /docs)`)
-    if (http.tlsPort !== null) yield* Effect.logInfo(`https listening on ${config.host}:${http.tlsPort} (REST under /v1, reference at /docs)`)
+    if (http.port !== null) yield* Effect.logInfo(`http listening on ${config.host}:${http.port} (REST under /v1, reference at /docs, console at /)`)
+    if (http.tlsPort !== null) yield* Effect.logInfo(`https listening on ${config.host}:${http.tlsPort} (REST under /v1, reference at /docs, console at /)`)
   })
 )

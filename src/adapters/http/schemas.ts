@@ -237,6 +237,11 @@ export const tokenSchema = z.object({
   expiresIn: z.number().int(),
   scope: z.string()
 }).openapi("UserToken")
+export const signInBody = z.object({
+  emailAddress: z.string().min(1).max(320),
+  password: z.string().min(1).max(1000),
+  organisationId: z.string().min(1).max(200).optional()
+})
 export const revokeBody = z.object({ token: z.string().min(1) })
 
 export const whoamiSchema = z.object({

@@ -26,6 +26,7 @@ import {
   createOrganisationBody,
   deletedSchema,
   revokeBody,
+  signInBody,
   tokenBody,
   tokenSchema,
   whoamiSchema
@@ -185,6 +186,30 @@ export const accountRoutes = (api: Api): void => {
         })
         yield* guard.succeeded(attempt)
         return new Reply(token, 200, DEPRECATED)
+      })
+  })
+
+  api.route({
+    method: "post",
+    path: "/auth/signIn",
+    tag: "Authentication",
+    summary: "Sign a user in by e-mail and password (the console's sign-in)",
+    description: "No application key needed: the user's organisation is theirs (organisationId names one when they " +
+      "belong to several). Answers the same user token as POST /auth/token, throttled the same way; revoke it with " +
+      "POST /auth/token/revoke.",
+    access: "public",
+    body: signInBody,
+    response: tokenSchema,
+    handler: ({ c, body }) =>
+      Effect.gen(function*() {
+        const guard = yield* SignInGuard
+        const attempt = signInAttempt(c, `user:${body.emailAddress}`)
+        yield* guard.admit(attempt)
+        const token = yield* Sql.use((sql) =>
+          signIn(sql, body.organisationId, { username: body.emailAddress, password: body.password, scope: "user" })
+        )
+        yield* guard.succeeded(attempt)
+        return token
       })
   })
 

@@ -144,7 +144,7 @@ export const alertRoutes = (api: Api): void => {
     tag: "Alerts",
     summary: "List alerts",
     description: "unresolved=true: open alerts (unresolved or acknowledged); resolved=true: resolved ones. " +
-      "product.id and space.id select alerts of devices of that product or space.",
+      "product.id and space.id select alerts of devices of that product or space; device.id those of one device.",
     access: "read",
     query: z.object({
       unresolved: booleanParam,
@@ -153,6 +153,7 @@ export const alertRoutes = (api: Api): void => {
       "product.id": z.string().max(200).optional(),
       "space.id": z.string().max(200).optional(),
       "alertRule.id": z.string().max(200).optional(),
+      "device.id": z.string().max(200).optional(),
       ...listParams(Object.keys(alertQuery.order), "createdAt")
     }),
     response: z.array(alertSchema),
@@ -173,7 +174,8 @@ export const alertRoutes = (api: Api): void => {
         const equal: Array<readonly [string, string | undefined]> = [
           ["a.alert_rule_id", query["alertRule.id"]],
           ["d.product_id", query["product.id"]],
-          ["d.space_id", query["space.id"]]
+          ["d.space_id", query["space.id"]],
+          ["a.device_id", query["device.id"]]
         ]
         for (const [column, value] of equal) {
           if (value === undefined) continue

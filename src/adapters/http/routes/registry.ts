@@ -100,6 +100,7 @@ export const registryRoutes = (api: Api): void => {
       "product.id": "product_id",
       "organisation.id": "organisation_id"
     },
+    search: { columns: ["name", "custom_id"], description: "devices whose name or customId contains this text, in any case" },
     create: {
       response: deviceWithSecretSchema,
       handler: (organisationId, body) =>

@@ -22,6 +22,8 @@ export interface ResourceSpec<T> {
   readonly updateBody: z.ZodType<Record<string, unknown>>
   /** List filters: query parameter (`space.id`) → column of the resource table. */
   readonly filters?: Readonly<Record<string, string>>
+  /** `search` on the list: a case-insensitive substring of any of these columns (devices: name, customId). */
+  readonly search?: { readonly columns: ReadonlyArray<string>; readonly description: string }
   /** Who may list (default `read`): spaces are also listed by management tokens. */
   readonly listAccess?: "read" | "directory"
   /** Replaces the default create (a device answers with its secret key). */
@@ -63,7 +65,8 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
   const present = (item: T) => (spec.present === undefined ? Effect.succeed(item) : Effect.map(spec.present([item]), (items) => items[0]))
   const listQuery = z.object({
     ...listParams(orders, orders[0]),
-    ...Object.fromEntries(Object.keys(filters).map((param) => [param, z.string().max(200).optional()]))
+    ...Object.fromEntries(Object.keys(filters).map((param) => [param, z.string().max(200).optional()])),
+    ...(spec.search === undefined ? {} : { search: z.string().max(200).optional().openapi({ description: spec.search.description }) })
   })
 
   api.route({
@@ -169,7 +172,8 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
           spec.query,
           principal.organisationId,
           Object.entries(filters).map(([param, column]) => [column, q[param]] as const),
-          { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until }
+          { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until },
+          spec.search === undefined ? undefined : { columns: spec.search.columns, text: typeof q.search === "string" ? q.search : undefined }
         )
         const items = spec.present === undefined ? page.items : yield* spec.present(page.items)
         return listReply({ items, total: page.total }, spec.plural)
