@@ -1,4 +1,7 @@
+import { Context, Option } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { MAX_QUEUED_FRAMES } from "../../src/adapters/http/routes/stream.ts"
+import { Bus } from "../../src/bus/Bus.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY, startAppOn, type TestApp } from "../support/app.ts"
 import { eventually } from "../support/eventually.ts"
 
@@ -139,6 +142,36 @@ describe("what the console asks of the REST interface", () => {
     } finally {
       await all.close()
       await narrowed.close()
+    }
+  })
+
+  it("ends the stream of a client that stops reading, once its backlog passes the bound, with an overflow event", async () => {
+    const deviceId = (await t.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "Chatty", space: { id: spaceId } } })).body.id as string
+    const me = (await t.call("GET", "/whoami", { key: BOOTSTRAP_KEY })).body.organisation
+    const bus = Option.getOrThrow(Context.getOption(t.context, Bus))
+    const stream = frames(await t.app.request(`/v1/stream?device.id=${deviceId}`, { headers: { authorization: `Bearer ${BOOTSTRAP_KEY}` } }))
+    try {
+      expect((await stream.next()).event).toBe("ready")
+      // Nothing is read while more than the bound arrives.
+      const payload = JSON.stringify({ name: "tick", data: 1 })
+      for (let i = 0; i < MAX_QUEUED_FRAMES + 50; i++) {
+        bus.send({ organisationId: me.id, deviceId, topic: `devices/${deviceId}/events/tick`, payload })
+      }
+      let events = 0
+      let last = ""
+      await eventually(async () => {
+        for (;;) {
+          const frame = await stream.next().catch(() => undefined)
+          if (frame === undefined) return true
+          last = frame.event
+          if (frame.event === "event") events++
+        }
+      }, 30_000, "the stream's end")
+      expect(last).toBe("overflow")
+      expect(events).toBeGreaterThan(MAX_QUEUED_FRAMES - 10)
+      expect(events).toBeLessThan(MAX_QUEUED_FRAMES + 50)
+    } finally {
+      await stream.close().catch(() => undefined)
     }
   })
 })

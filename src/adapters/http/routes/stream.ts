@@ -11,6 +11,13 @@ const HEARTBEAT_MS = 15_000
 
 const encoder = new TextEncoder()
 
+/**
+ * Frames queued for a client that reads slower than its organisation's traffic comes: past
+ * this, its stream ends with an `overflow` event (the console reconnects and reloads what it
+ * shows) instead of holding the backlog in the server's memory.
+ */
+export const MAX_QUEUED_FRAMES = 10_000
+
 /** One server-sent event; a payload spanning lines goes as several `data:` lines (joined back with \n). */
 const frame = (kind: string, data: string) => encoder.encode(`event: ${kind}\ndata: ${data.split("\n").join("\ndata: ")}\n\n`)
 
@@ -54,6 +61,10 @@ export const streamRoutes = (api: Api, feed: LiveFeed | undefined): void => {
               if (deviceId !== undefined && delivery.deviceId !== deviceId) return
               const kind = deliveryKind(delivery.topic)
               if (kind === undefined) return
+              if ((controller.desiredSize ?? 0) < -MAX_QUEUED_FRAMES) {
+                controller.enqueue(frame("overflow", JSON.stringify({ message: "this stream fell too far behind; open it again" })))
+                return close()
+              }
               controller.enqueue(frame(kind, `{"topic":${JSON.stringify(delivery.topic)},"deviceId":${JSON.stringify(delivery.deviceId)},"resource":${delivery.payload}}`))
             })
             const heartbeat = setInterval(async () => {
