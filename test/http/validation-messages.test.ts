@@ -231,6 +231,8 @@ describe("no 400 of the REST surface answers in zod's own words", () => {
     for (const [path, item] of Object.entries<Record<string, any>>(doc.paths)) {
       for (const [method, op] of Object.entries<any>(item)) {
         if (method === "delete") continue
+        // A stream never ends, and `call` reads an answer to its end; its one parameter takes any id.
+        if (op.responses?.["200"]?.content?.["text/event-stream"] !== undefined) continue
         operations.push({
           method: method.toUpperCase(),
           path: path.replace(/^\/v1/, "").replace(/\{[^}]+\}/g, "nothere"),

@@ -56,6 +56,8 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z
   readonly query?: Q
   readonly body?: B
   readonly response: z.ZodType
+  /** The media type of a success (default application/json), as the OpenAPI document gives it. */
+  readonly responseType?: string
   readonly deprecated?: boolean
   /** Bytes the body may have (default 1 MiB). */
   readonly bodyLimit?: number
@@ -178,7 +180,7 @@ export class Api {
         }
       },
       responses: {
-        200: { description: "Success", content: { "application/json": { schema: spec.response } } },
+        200: { description: "Success", content: { [spec.responseType ?? "application/json"]: { schema: spec.response } } },
         400: { description: "Invalid input; the message names the field", content: { "application/json": { schema: errorSchema } } },
         ...(spec.access === "public" ? {} : {
           401: { description: "Missing or invalid credential", content: { "application/json": { schema: errorSchema } } },

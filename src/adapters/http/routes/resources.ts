@@ -38,9 +38,9 @@ export interface ResourceSpec<T> {
   /** Runs after any create, update or delete, with the organisation (rules reconfigure actors). */
   readonly afterWrite?: (organisationId: string) => Effect.Effect<void, never, HttpServices>
   /**
-   * The spaces whose Space entity a write of this row changes (a device's space, a space itself,
-   * the spaces of a rule's open alerts): read before and after the write, and told to reseed
-   * once it is committed.
+   * The spaces whose Space entity an update or delete of this row changes (a device's space, a
+   * space itself, the spaces of a rule's open alerts): read before and after the write, and told
+   * to reseed once it is committed. A create changes none.
    */
   readonly spacesOf?: (sql: SqlClient, organisationId: string, id: string) => Effect.Effect<ReadonlyArray<string>, SqlError>
   /** Completes what the store query read before it is answered (spaces: live counts from their entities). */
@@ -83,13 +83,11 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         const id = yield* insertRow(sql, spec.table, principal.organisationId, body)
         return yield* present(yield* getOne(sql, spec.query, principal.organisationId, id))
       })).pipe(
-        Effect.tap((created) =>
-          Effect.gen(function*() {
-            const id = typeof created === "object" && created !== null && "id" in created && typeof created.id === "string" ? created.id : undefined
-            if (id !== undefined) yield* reseedSpaces(yield* spacesOf(principal.organisationId, id))
-            if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
-          })
-        )
+        // No space is reseeded: a new row changes no space's counts (a new device is neither online
+        // nor offline, and joins its space with its first change; a new space seeds when first
+        // read). Reseeding the device's space read every device of it again, per create: 10,000
+        // devices created in one space took 26–31 ms each, against ~9 ms spread over 50 spaces.
+        Effect.tap(() => spec.afterWrite === undefined ? Effect.void : spec.afterWrite(principal.organisationId))
       )
   })
 

@@ -38,7 +38,8 @@ export const streamRoutes = (api: Api, feed: LiveFeed | undefined): void => {
       "The stream ends when the credential stops working (checked every 15 s).",
     access: "read",
     query: z.object({ "device.id": z.string().min(1).max(200).optional() }),
-    response: z.string().openapi({ description: "text/event-stream" }),
+    response: z.string().openapi({ description: "server-sent events: `event:` the kind, `data:` its JSON" }),
+    responseType: "text/event-stream",
     handler: ({ principal, query, c }) =>
       Effect.gen(function*() {
         if (feed === undefined) return yield* new Unavailable({ retryAfterSeconds: 60, message: "the live stream needs the bus, which this server runs without" })
