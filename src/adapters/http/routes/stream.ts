@@ -13,8 +13,8 @@ const encoder = new TextEncoder()
 
 /**
  * Frames queued for a client that reads slower than its organisation's traffic comes: past
- * this, its stream ends with an `overflow` event (the console reconnects and reloads what it
- * shows) instead of holding the backlog in the server's memory.
+ * this, its stream ends with an `overflow` event (the console opens it again) instead of holding
+ * the backlog in the server's memory.
  */
 export const MAX_QUEUED_FRAMES = 10_000
 
