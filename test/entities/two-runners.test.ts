@@ -52,7 +52,9 @@ describe("alert entities across two runners on Postgres", () => {
       config: { eventName: "never-sent", max: 1 }
     })).body as { id: string; organisation: { id: string } }
     const devices: Array<string> = []
-    for (let i = 0; i < 8; i++) devices.push(((await a.call("POST", "/devices", { name: `d${i}`, space: { id: space.id } })).body as { id: string }).id)
+    // Enough devices that both runners own some of their slots whatever the shards' split: with 8,
+    // all of them fell on one runner's shards about once in 128 runs, and the wait below never ended.
+    for (let i = 0; i < 24; i++) devices.push(((await a.call("POST", "/devices", { name: `d${i}`, space: { id: space.id } })).body as { id: string }).id)
     const slots = devices.map((deviceId) => ({ deviceId, entityId: alertBucketOf(deviceId) }))
     const intent = (kind: "raise" | "clear", deviceId: string, at: number): AlertIntent => ({
       kind,
