@@ -123,8 +123,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         // A device with a row on its way is checked again once that row is written; one whose row's
         // deadline is earlier, and still to come, once it has passed.
         for (const device of host.unsynced) {
-          if (device.storedWakeAt === device.wakeAt) host.unsynced.delete(device)
-          if (fx.liveness.has(device) || device.pending > 0 || device.storedWakeAt === device.wakeAt) continue
+          if (device.storedWakeAt === device.wakeAt) {
+            host.unsynced.delete(device)
+            continue
+          }
+          if (fx.liveness.has(device) || device.pending > 0) continue
           const late = device.wakeAt !== null && (device.storedWakeAt === null || device.storedWakeAt > device.wakeAt)
           if (late || (device.storedWakeAt !== null && device.storedWakeAt <= now)) {
             rows.push({ device, liveness: device.planned, livenessAt: device.plannedAt })

@@ -3,9 +3,12 @@ import { type DeviceEmitted, type DeviceEvent, deviceMachine } from "../../actor
 import { countActivated, countPassivated } from "../metrics.ts"
 import { makeDeadlines } from "./deadlines.ts"
 import { alertIntents } from "./deviceAlerts.ts"
-import { type Activation, type Effects, HostedDevice, livenessOf, type Timer } from "./hostedDevice.ts"
-import type { DeviceLive, SeenEvent } from "./protocol.ts"
+import { type DeviceHost, type Effects, HostedDevice, livenessOf, type SeenEventValue, type Timer } from "./hostedDevice.ts"
 import { applies, offlineAfterMs, type OrganisationRules, type Rule } from "./rules.ts"
+
+export { type Activation, type DeviceHost, type Effects, HostedDevice, type Liveness, livenessOf } from "./hostedDevice.ts"
+
+const emptyEffects = (): Effects => ({ wake: null, alerts: [], liveness: new Map() })
 
 /**
  * The devices of one bucket, each hosting its `deviceMachine`, without I/O: what happens
@@ -24,49 +27,6 @@ import { applies, offlineAfterMs, type OrganisationRules, type Rule } from "./ru
  *   was offline in between, and goes offline, then online).
  * - Rules are re-derived whenever the rules held for the organisation changed version.
  */
-type SeenEventValue = typeof SeenEvent.Type
-
-export interface DeviceHost {
-  readonly devices: ReadonlyMap<string, HostedDevice>
-  activate(activation: Activation, now: number): HostedDevice
-  /** A committed sign of life, with the event rules may evaluate. */
-  seen(device: HostedDevice, at: number, event: SeenEventValue | undefined, now: number): void
-  /** The bucket's timer or a wake-up arrived: every deadline due at `now` fires. */
-  wake(now: number): void
-  /**
-   * The device's deadlines due at `now` fire, as `wake` fires every device's (a bucket fires
-   * those `due` found one by one, yielding between them); a device forgotten meanwhile is skipped.
-   */
-  fireDue(device: HostedDevice, now: number): void
-  /** The earliest deadline of the devices held; undefined: none. */
-  nextDeadline(): number | undefined
-  /** Devices whose deadline is due at `now` (their rows may hold signs of life not told yet). */
-  due(now: number): Array<HostedDevice>
-  /**
-   * A sign of life read from the device's row: noted (told before its deadline fires); one newer
-   * than the deadline moves it (the row cannot show a gap: it keeps only the newest sign).
-   */
-  caughtUp(device: HostedDevice, lastSeenAt: number | null): void
-  /** Re-derives the device's settings from its organisation's rules if they changed. */
-  configure(device: HostedDevice, now: number): void
-  live(device: HostedDevice): DeviceLive
-  forget(deviceId: string): void
-  /**
-   * Devices whose deadline may differ from the one their row holds (`wakeAt` against
-   * `storedWakeAt`): every device whose machine moved its deadline is added; the bucket takes out
-   * those it finds in step with their row.
-   */
-  readonly unsynced: Set<HostedDevice>
-  /** Devices idle since `before`, not online and without a deadline, leave memory. */
-  sweep(before: number): ReadonlyArray<HostedDevice>
-  /** The effects collected since the last drain. */
-  drain(): Effects
-}
-
-export { type Activation, type Effects, HostedDevice, type Liveness, livenessOf } from "./hostedDevice.ts"
-
-const emptyEffects = (): Effects => ({ wake: null, alerts: [], liveness: new Map() })
-
 export const makeDeviceHost = (rulesOf: (organisationId: string) => OrganisationRules | undefined): DeviceHost => {
   const devices = new Map<string, HostedDevice>()
   const unsynced = new Set<HostedDevice>()

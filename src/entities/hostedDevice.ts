@@ -1,9 +1,10 @@
 import type { Actor } from "xstate"
 import type { deviceMachine } from "../../actors/deviceMachine.ts"
 import type { AlertIntent } from "./deviceAlerts.ts"
+import type { DeviceLive, SeenEvent } from "./protocol.ts"
 import type { Place } from "./rules.ts"
 
-/** A device as its bucket hosts it (`deviceHost.ts`), and what the host collects for the entity to perform. */
+/** A device as its bucket hosts it (`deviceHost.ts`), what the host collects for the entity to perform, and the host itself. */
 export type Liveness = "online" | "offline" | "other"
 export const livenessOf = (value: unknown): Liveness => (value === "online" ? "online" : value === "offline" ? "offline" : "other")
 
@@ -78,3 +79,42 @@ export class HostedDevice {
   }
 }
 
+/** The devices of one bucket and their machines, without I/O (`makeDeviceHost`, `deviceHost.ts`). */
+export type SeenEventValue = typeof SeenEvent.Type
+
+export interface DeviceHost {
+  readonly devices: ReadonlyMap<string, HostedDevice>
+  activate(activation: Activation, now: number): HostedDevice
+  /** A committed sign of life, with the event rules may evaluate. */
+  seen(device: HostedDevice, at: number, event: SeenEventValue | undefined, now: number): void
+  /** The bucket's timer or a wake-up arrived: every deadline due at `now` fires. */
+  wake(now: number): void
+  /**
+   * The device's deadlines due at `now` fire, as `wake` fires every device's (a bucket fires
+   * those `due` found one by one, yielding between them); a device forgotten meanwhile is skipped.
+   */
+  fireDue(device: HostedDevice, now: number): void
+  /** The earliest deadline of the devices held; undefined: none. */
+  nextDeadline(): number | undefined
+  /** Devices whose deadline is due at `now` (their rows may hold signs of life not told yet). */
+  due(now: number): Array<HostedDevice>
+  /**
+   * A sign of life read from the device's row: noted (told before its deadline fires); one newer
+   * than the deadline moves it (the row cannot show a gap: it keeps only the newest sign).
+   */
+  caughtUp(device: HostedDevice, lastSeenAt: number | null): void
+  /** Re-derives the device's settings from its organisation's rules if they changed. */
+  configure(device: HostedDevice, now: number): void
+  live(device: HostedDevice): DeviceLive
+  forget(deviceId: string): void
+  /**
+   * Devices whose deadline may differ from the one their row holds (`wakeAt` against
+   * `storedWakeAt`): every device whose machine moved its deadline is added; the bucket takes out
+   * those it finds in step with their row.
+   */
+  readonly unsynced: Set<HostedDevice>
+  /** Devices idle since `before`, not online and without a deadline, leave memory. */
+  sweep(before: number): ReadonlyArray<HostedDevice>
+  /** The effects collected since the last drain. */
+  drain(): Effects
+}

@@ -198,11 +198,11 @@ export const makeNotifier = (options: NotifierOptions = {}): NotifierService => 
   })
 
   const deliver = (request: NotificationRequest, channel: "webhook" | "email", url: string | undefined): Effect.Effect<ReadonlyArray<NotificationOutcome>> => {
+    if (!reachesAnyone(request.template, request.recipients)) return Effect.succeed([])
     const data = templateData(request)
     const title = nonEmpty(request.template?.title)
     const body = nonEmpty(request.template?.body)
     const subject = title === undefined ? defaultTitle(request) : renderTemplate(title, data)
-    if (channel === "email" && request.recipients.length === 0) return Effect.succeed([])
     if (channel === "webhook") {
       const payload = body === undefined ? defaultWebhookBody(request, subject) : renderTemplate(body, data)
       return Effect.map(webhook(request, url ?? "", request.template?.webhookHeaders ?? {}, payload), (outcome) => [outcome])
