@@ -1,8 +1,9 @@
-import { createActor } from "xstate"
-import { type DeviceEmitted, type DeviceEvent, deviceMachine } from "../../actors/deviceMachine.ts"
+import type { Snapshot } from "xstate"
+import type { DeviceEmitted, DeviceEvent } from "../../actors/deviceMachine.ts"
 import { countActivated, countPassivated } from "../metrics.ts"
 import { makeDeadlines } from "./deadlines.ts"
 import { alertIntents } from "./deviceAlerts.ts"
+import { makeDeviceSteps, type Raised } from "./deviceSteps.ts"
 import { type DeviceHost, type Effects, HostedDevice, livenessOf, type SeenEventValue, type Timer } from "./hostedDevice.ts"
 import { applies, offlineAfterMs, type OrganisationRules, type Rule } from "./rules.ts"
 
@@ -11,11 +12,12 @@ export { type Activation, type DeviceHost, type Effects, HostedDevice, type Live
 const emptyEffects = (): Effects => ({ wake: null, alerts: [], liveness: new Map() })
 
 /**
- * The devices of one bucket, each hosting its `deviceMachine`, without I/O: what happens
+ * The devices of one bucket, each hosting its `deviceMachine` (as a snapshot the machine steps,
+ * `deviceSteps.ts`), without I/O: what happens
  * outside (deadlines to keep, alerts to raise and clear, rows to store) is collected as
  * `Effects` for the entity to perform. Time is given (`now`, `at`), so tests drive it.
  *
- * - The machine's offline timer (XState's clock) is a deadline. The host reports the earliest
+ * - The machine's offline timer (its delayed raise) is a deadline. The host reports the earliest
  *   deadline set in a step (`drain().wake`) and the earliest one held (`nextDeadline`): the
  *   bucket sets its own timer for it, for all its devices at once. A later sign of life moves
  *   the deadline but reports nothing: the timer fires, finds the device not due (once told the
@@ -27,28 +29,17 @@ const emptyEffects = (): Effects => ({ wake: null, alerts: [], liveness: new Map
  *   was offline in between, and goes offline, then online).
  * - Rules are re-derived whenever the rules held for the organisation changed version.
  */
+/** A stored snapshot (`device_actors.snapshot`, parsed JSON): the machine restores it. */
+const isStored = (value: unknown): value is Snapshot<unknown> => typeof value === "object" && value !== null && "status" in value
+
 export const makeDeviceHost = (rulesOf: (organisationId: string) => OrganisationRules | undefined): DeviceHost => {
   const devices = new Map<string, HostedDevice>()
   const unsynced = new Set<HostedDevice>()
   const deadlines = makeDeadlines<Timer>((t) => t.device.timer === t && devices.get(t.device.id) === t.device, () => devices.size)
+  const steps = makeDeviceSteps()
   let effects = emptyEffects()
   const emitted: Array<DeviceEmitted> = []
-  let current: HostedDevice | undefined
   let currentEvent: SeenEventValue | undefined
-  const clock = {
-    setTimeout: (fire: () => void, ms: number): Timer => {
-      if (current === undefined) throw new Error("device host: a timer outside a step")
-      const timer: Timer = { fire, ms, device: current, deadline: Number.NaN }
-      current.timer = timer
-      return timer
-    },
-    clearTimeout: (timer: Timer) => {
-      if (timer.device.timer === timer) timer.device.timer = undefined
-    }
-  }
-  const sink = (e: DeviceEmitted) => {
-    emitted.push(e)
-  }
 
   const rulesFor = (device: HostedDevice) => rulesOf(device.place.organisationId)?.rules ?? []
 
@@ -60,7 +51,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       if (e.type !== "device.anomaly") at = e.at
       alerts.emitted(device, rulesFor(device), e, currentEvent)
     }
-    const snapshot = device.actor.getSnapshot()
+    const snapshot = device.snapshot
     const timer = device.timer
     if (timer !== undefined && Number.isNaN(timer.deadline)) {
       // The machine counts what is left from `timerFrom`.
@@ -75,13 +66,19 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     else effects.liveness.delete(device)
   }
 
-  const tell = (device: HostedDevice, event: DeviceEvent, now: number) => {
-    current = device
-    try {
-      device.actor.send(event)
-    } finally {
-      current = undefined
+  /** One step of the device's machine; its timer set or cleared and its emissions collected, as an actor would. */
+  const step = (device: HostedDevice, event: DeviceEvent | Raised["event"]) => {
+    const [next, done] = steps.step(device.snapshot, event)
+    device.snapshot = next
+    for (const effect of done) {
+      if (effect.type === "emitted") emitted.push(effect.event)
+      else if (effect.type === "raised") device.timer = { raised: effect.raised, ms: effect.raised.delay, device, deadline: Number.NaN }
+      else if (device.timer !== undefined && device.timer.raised.id === effect.id) device.timer = undefined
     }
+  }
+
+  const tell = (device: HostedDevice, event: DeviceEvent, now: number) => {
+    step(device, event)
     settle(device, "at" in event ? event.at : now)
   }
 
@@ -98,19 +95,14 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     if (held === undefined || held.version === device.rulesVersion) return
     device.rulesVersion = held.version
     const limit = offlineAfterMs(held.rules, device.place)
-    if (device.actor.getSnapshot().context.offlineAfterMs === limit) return
+    if (device.snapshot.context.offlineAfterMs === limit) return
     catchUp(device)
     tell(device, { type: "device.configured", offlineAfterMs: limit, at: now }, now)
   }
 
   const fire = (device: HostedDevice, timer: Timer) => {
     device.timer = undefined
-    current = device
-    try {
-      timer.fire()
-    } finally {
-      current = undefined
-    }
+    step(device, timer.raised.event)
     settle(device, timer.deadline)
   }
 
@@ -130,29 +122,28 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
   }
 
   const lastSeenOf = (device: HostedDevice) => {
-    const told = device.actor.getSnapshot().context.lastSeenAt
+    const told = device.snapshot.context.lastSeenAt
     return device.noted !== null && (told === null || device.noted > told) ? device.noted : told
   }
 
   return {
     devices,
     activate: (a, now) => {
-      const restored = a.snapshot !== null && a.snapshot !== undefined
+      const stored = isStored(a.snapshot) ? a.snapshot : undefined
       const held = rulesOf(a.place.organisationId)
-      const input = { deviceId: a.deviceId, offlineAfterMs: held === undefined ? null : offlineAfterMs(held.rules, a.place) }
-      const actor = restored ? createActor(deviceMachine, { input, clock, snapshot: a.snapshot as never }) : createActor(deviceMachine, { input, clock })
-      actor.on("*", sink)
-      actor.start()
-      const device = new HostedDevice(a.deviceId, actor, a.place, a.wakeAt, a.liveness, a.livenessAt, [...a.raised], now)
+      const snapshot = stored !== undefined
+        ? steps.restore(stored)
+        : steps.initial({ deviceId: a.deviceId, offlineAfterMs: held === undefined ? null : offlineAfterMs(held.rules, a.place) })
+      const device = new HostedDevice(a.deviceId, snapshot, a.place, a.wakeAt, a.liveness, a.livenessAt, [...a.raised], now)
       devices.set(a.deviceId, device)
       countActivated()
-      if (restored) configure(device, now)
+      if (stored !== undefined) configure(device, now)
       else device.rulesVersion = held?.version ?? -1
       // Signs of life never told (noted, or lost on the way) are in the device's row.
-      const told = actor.getSnapshot().context.lastSeenAt
+      const told = device.snapshot.context.lastSeenAt
       if (a.lastSeenAt !== null && (told === null || a.lastSeenAt > told)) tell(device, { type: "device.seen", at: a.lastSeenAt }, now)
       // Timers survive: the deadline restarts for what is left of it.
-      if (actor.getSnapshot().value === "online" && device.timer === undefined) tell(device, { type: "device.resumed", at: now }, now)
+      if (device.snapshot.value === "online" && device.timer === undefined) tell(device, { type: "device.resumed", at: now }, now)
       settle(device, now)
       return device
     },
@@ -174,7 +165,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
         // The noted sign kept the device alive up to its deadline, this one comes after it: told
         // first, so that only a real gap between two signs counts as offline.
         if (device.noted !== null && device.timer !== undefined && at > device.timer.deadline) catchUp(device)
-        const value = device.actor.getSnapshot().value
+        const value = device.snapshot.value
         if (anomalies.length === 0 && (value === "online" || value === "unwatched")) device.noted = at
         else {
           device.noted = null
@@ -214,7 +205,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     caughtUp: (device, lastSeenAt) => {
       const latest = lastSeenOf(device)
       if (lastSeenAt === null || (latest !== null && lastSeenAt <= latest)) return
-      const value = device.actor.getSnapshot().value
+      const value = device.snapshot.value
       const timer = device.timer
       // The row keeps only the newest sign: one after the deadline shows no gap (the signs before
       // it may never have reached this owner), so it moves the deadline, as at activation. Only
@@ -228,13 +219,12 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     },
     configure,
     live: (device) => {
-      const value = String(device.actor.getSnapshot().value)
+      const value = String(device.snapshot.value)
       return { deviceId: device.id, state: value, isOnline: value === "online", lastSeenAt: lastSeenOf(device) }
     },
     forget: (deviceId) => {
       const device = devices.get(deviceId)
       if (device === undefined) return
-      device.actor.stop()
       devices.delete(deviceId)
       unsynced.delete(device)
       countPassivated()
@@ -244,11 +234,10 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       const gone: Array<HostedDevice> = []
       for (const d of devices.values()) {
         if (d.lastActiveAt >= before || d.timer !== undefined || d.wakeAt !== null || d.dirty || d.pending > 0) continue
-        if (d.actor.getSnapshot().value === "online" || livenessOf(d.actor.getSnapshot().value) !== d.reported) continue
+        if (d.snapshot.value === "online" || livenessOf(d.snapshot.value) !== d.reported) continue
         gone.push(d)
       }
       for (const d of gone) {
-        d.actor.stop()
         devices.delete(d.id)
         unsynced.delete(d)
       }

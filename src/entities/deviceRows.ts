@@ -3,6 +3,7 @@ import type { SqlClient, SqlError } from "../store/Sql.ts"
 import { coalesce, perClient } from "./coalesce.ts"
 import type { Activation, HostedDevice, Liveness } from "./deviceHost.ts"
 import { livenessOf } from "./deviceHost.ts"
+import { persisted } from "./deviceSteps.ts"
 import { bucketOf } from "./protocol.ts"
 import type { Place } from "./rules.ts"
 
@@ -168,7 +169,7 @@ export interface CapturedRow {
 /** Takes a device's row now: its machine may move on before the row is written. */
 export const captureRow = (r: DeviceRow): CapturedRow => ({
   device: r.device,
-  snapshot: JSON.stringify(r.device.actor.getPersistedSnapshot()),
+  snapshot: JSON.stringify(persisted(r.device.snapshot)),
   liveness: r.liveness,
   livenessAt: r.livenessAt,
   wakeAt: r.device.wakeAt

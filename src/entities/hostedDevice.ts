@@ -1,14 +1,11 @@
-import type { Actor } from "xstate"
-import type { deviceMachine } from "../../actors/deviceMachine.ts"
 import type { AlertIntent } from "./deviceAlerts.ts"
+import type { DeviceSnapshot, Raised } from "./deviceSteps.ts"
 import type { DeviceLive, SeenEvent } from "./protocol.ts"
 import type { Place } from "./rules.ts"
 
 /** A device as its bucket hosts it (`deviceHost.ts`), what the host collects for the entity to perform, and the host itself. */
 export type Liveness = "online" | "offline" | "other"
 export const livenessOf = (value: unknown): Liveness => (value === "online" ? "online" : value === "offline" ? "offline" : "other")
-
-type DeviceActor = Actor<typeof deviceMachine>
 
 /** A device's row in `device_actors`, and what its `devices` row says (activation). */
 export interface Activation {
@@ -32,8 +29,9 @@ export interface Effects {
   readonly liveness: Map<HostedDevice, { readonly liveness: Liveness; readonly at: number }>
 }
 
+/** The machine's offline timer: the event it raised, fired back into it at `deadline`. */
 export interface Timer {
-  readonly fire: () => void
+  readonly raised: Raised
   readonly ms: number
   readonly device: HostedDevice
   deadline: number
@@ -59,7 +57,8 @@ export class HostedDevice {
   pending = 0
   constructor(
     readonly id: string,
-    readonly actor: DeviceActor,
+    /** Its machine's state (`deviceSteps.ts`): replaced by each step. */
+    public snapshot: DeviceSnapshot,
     public place: Place,
     /**
      * Its deadline (null: no timer), as of its machine's last step: a sign of life noted since

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest"
 import { type Activation, type DeviceHost, type HostedDevice, makeDeviceHost } from "../../src/entities/deviceHost.ts"
+import { persisted } from "../../src/entities/deviceSteps.ts"
 import type { OrganisationRules, Rule } from "../../src/entities/rules.ts"
 
 const T0 = Date.parse("2026-01-01T00:00:00Z")
@@ -50,7 +51,7 @@ const stored = (host: DeviceHost, device: HostedDevice) => {
     device.planned = device.reported = change.liveness
     device.plannedAt = device.reportedAt = change.at
   }
-  return { fx, snapshot: device.actor.getPersistedSnapshot(), wakeAt: device.wakeAt, liveness: device.reported, livenessAt: device.reportedAt }
+  return { fx, snapshot: persisted(device.snapshot), wakeAt: device.wakeAt, liveness: device.reported, livenessAt: device.reportedAt }
 }
 
 const offlineRule = rule("rul_off", "offline", { afterSeconds: AFTER / 1000 }, { autoResolve: true })
