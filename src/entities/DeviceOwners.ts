@@ -1,6 +1,7 @@
 import { Context, Effect, FiberSet, Layer } from "effect"
 import { Bus } from "../bus/Bus.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
+import type { StoredLive } from "../store/devices.ts"
 import { bucketOf, DeviceBucket, type DeviceLive } from "./protocol.ts"
 import { ResidentBuckets } from "./residents.ts"
 import { Rules } from "./rules.ts"
@@ -18,12 +19,12 @@ export interface DeviceOwnersService {
   live(deviceIds: ReadonlyArray<string>): Effect.Effect<ReadonlyMap<string, DeviceLive>>
   /**
    * Devices as REST answers them: with `live` (state, online, last seen) from their owner, or
-   * from their stored snapshot where the owner does not hold them, and `lastSeenAt` the newer
-   * of their row's and their owner's.
+   * from their stored snapshot where the owner does not hold them (`stored`, when read with the
+   * device, else read here), and `lastSeenAt` the newer of their row's and their owner's.
    */
-  withLive<D extends { readonly id: string; readonly lastSeenAt: number | null }>(
+  withLive<D extends { readonly id: string; readonly lastSeenAt: number | null; readonly stored?: StoredLive }>(
     devices: ReadonlyArray<D>
-  ): Effect.Effect<Array<D & { readonly live: LiveFields }>, SqlError>
+  ): Effect.Effect<Array<Omit<D, "stored"> & { readonly live: LiveFields }>, SqlError>
   /** An organisation's alert rules were written: every process reconfigures its devices. */
   rulesChanged(organisationId: string): Effect.Effect<void>
 }
@@ -94,18 +95,18 @@ export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersServ
         Effect.gen(function*() {
           if (devices.length === 0) return []
           const owned = yield* live(devices.map((d) => d.id))
-          const rest = devices.filter((d) => !owned.has(d.id)).map((d) => d.id)
-          const stored = rest.length === 0 ? [] : yield* sql.query<{ device_id: string; state: string | null; seen: unknown }>(
+          const rest = devices.filter((d) => !owned.has(d.id) && d.stored === undefined).map((d) => d.id)
+          const read = rest.length === 0 ? [] : yield* sql.query<{ device_id: string; state: string | null; seen: unknown }>(
             `SELECT device_id, snapshot->>'value' AS state, snapshot->'context'->>'lastSeenAt' AS seen
              FROM device_actors WHERE device_id = ANY($1::text[])`,
             [rest]
           )
-          const byId = new Map(stored.map((r) => [r.device_id, r]))
-          return devices.map((device) => {
+          const byId = new Map<string, StoredLive>(read.map((r) => [r.device_id, { state: r.state, lastSeenAt: r.seen == null ? null : Number(r.seen) }]))
+          return devices.map(({ stored, ...device }) => {
             const found = owned.get(device.id)
-            const row = byId.get(device.id)
+            const row = stored ?? byId.get(device.id)
             const state = found?.state ?? row?.state ?? "unknown"
-            const seen = found !== undefined ? found.lastSeenAt : row?.seen == null ? null : Number(row.seen)
+            const seen = found !== undefined ? found.lastSeenAt : row?.lastSeenAt ?? null
             const lastSeenAt = newer(device.lastSeenAt, seen)
             return { ...device, lastSeenAt, live: { isOnline: state === "online", state, lastSeenAt } }
           })

@@ -81,7 +81,8 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
             entries.set(id, mark)
           }
           return getOne(sql, deviceQuery, organisationId, id).pipe(
-            Effect.map((device) => {
+            Effect.map(({ stored: _, ...device }) => {
+              // Without the machine's row: that changes with no invalidation here, so it is read per request.
               const text = JSON.stringify(device)
               if (entries.get(id) === mark) entries.set(id, { organisationId, json: text, until: mark.until })
               return text

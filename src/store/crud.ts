@@ -174,17 +174,25 @@ export const listRows = (
     params.push(list.limit, list.page * list.limit)
     const a = query.alias
     const order = `${list.orderBy} ${list.sort}, ${a}.id ${list.sort}`
-    const [rows, count] = yield* Effect.all([
-      sql.query(
-        `WITH page AS (SELECT ${a}.id FROM ${query.base} ${whereSql} ORDER BY ${order}
-                       LIMIT $${params.length - 1} OFFSET $${params.length})
-         SELECT ${query.select} FROM ${query.from} JOIN page ON page.id = ${a}.id ORDER BY ${order}`,
-        params
-      ),
-      sql.query<{ n: number }>(`SELECT count(*)::int8 AS n FROM ${query.base} ${whereSql}`, countParams)
-    ], { concurrency: "unbounded" })
-    return { items: rows, total: Number(count[0].n) }
+    const count = `SELECT count(*)::int8 AS n FROM ${query.base} ${whereSql}`
+    // One statement: the count rides on every row of the page (an InitPlan, computed once). Each
+    // statement is a round trip with its own socket writes and reads in the driver, which a
+    // profile of \`GET /devices\` put at a fifth of the server's time; only a page past the end,
+    // which has no row to carry it, asks for the count on its own.
+    const rows = yield* sql.query(
+      `WITH page AS (SELECT ${a}.id FROM ${query.base} ${whereSql} ORDER BY ${order}
+                     LIMIT $${params.length - 1} OFFSET $${params.length})
+       SELECT ${query.select}, (${count}) AS ${TOTAL} FROM ${query.from} JOIN page ON page.id = ${a}.id ORDER BY ${order}`,
+      params
+    )
+    if (rows.length > 0) return { items: rows, total: Number(rows[0][TOTAL]) }
+    if (list.page === 0) return { items: rows, total: 0 }
+    const [counted] = yield* sql.query<{ n: number }>(count, countParams)
+    return { items: rows, total: Number(counted.n) }
   })
+
+/** The column that carries a list's total on each row of its page (`listRows`). */
+const TOTAL = "list_total_count__"
 
 /** Rejects a field that must not be null on update. */
 export const requireNonNull = (input: Readonly<Record<string, unknown>>, fields: ReadonlyArray<string>) =>

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { DeviceReads } from "../../src/store/DeviceReads.ts"
-import { Context } from "effect"
+import { Context, Effect } from "effect"
+import { Sql } from "../../src/store/Sql.ts"
 import { BOOTSTRAP_KEY, startApp, startAppOn, type TestApp } from "../support/app.ts"
 import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
 
@@ -64,6 +65,24 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
     const rotated = await call("POST", `/devices/${device.id}/secretKey`)
     expect(rotated.status).toBe(200)
     expect((await call("GET", `/devices/${device.id}`)).body.updatedAt).toBeGreaterThan(read.body.updatedAt)
+  })
+
+  it("answers live fields from the machine's row for a device no owner holds, alone and in a list", async () => {
+    const device = (await call("POST", "/devices", { name: "asleep", space: { id: home } })).body
+    expect(device.live).toEqual({ isOnline: false, state: "unknown", lastSeenAt: null })
+    // As an owner leaves it when the device leaves memory: its machine's snapshot in its row.
+    const sql = Context.get(t.context, Sql)
+    await Effect.runPromise(sql.query(
+      `INSERT INTO device_actors (device_id, snapshot, liveness, liveness_at, updated_at)
+       VALUES ($1, $2::text::jsonb, 'offline', 5000, 5000)`,
+      [device.id, JSON.stringify({ status: "active", value: "offline", context: { deviceId: device.id, lastSeenAt: 4000 } })]
+    ))
+    const live = { isOnline: false, state: "offline", lastSeenAt: 4000 }
+    const alone = (await call("GET", `/devices/${device.id}`)).body
+    expect(alone).toMatchObject({ id: device.id, lastSeenAt: 4000, live })
+    const listed = (await call("GET", `/devices?space.id=${home}&limit=200`)).body.find((d: { id: string }) => d.id === device.id)
+    expect(listed).toEqual(alone)
+    expect(Object.keys(listed)).not.toContain("stored")
   })
 
   it("never answers another organisation's device from the cache", async () => {
