@@ -1,12 +1,14 @@
 /**
- * `npm run bench:rest`: `GET /v1/devices/{id}` and `GET /v1/devices?limit=20` under
+ * `npm run bench:rest`: `GET /v1/devices/{id}` and the lists `GET /v1/devices?limit=20`,
+ * `GET /v1/events?device.id=…&limit=100`, `GET /v1/alerts?limit=50` and `GET /v1/spaces` under
  * concurrent load against Voltaic on PGlite and on Postgres, with a bare Hono app serving
  * the same routes as the ceiling. Every server and the load generator run in their own
  * process; this one only starts them, seeds, collects and reports. Prints the table and
  * appends it to `bench/RESULTS.md`.
  *
  * Settings (environment): BENCH_CONNECTIONS (50), BENCH_DURATION seconds per case (10),
- * BENCH_WARMUP seconds before each case (3), BENCH_DEVICES (1000), BENCH_SPACES (10),
+ * BENCH_WARMUP seconds before each case (3), BENCH_DEVICES (1000), BENCH_SPACES (10), BENCH_ROUTES
+ * (all: devices,device,events,alerts,spaces; a comma-separated subset),
  * BENCH_TARGETS (bare,pglite,postgres), BENCH_PG_ADMIN_URL (the server and a database to
  * connect to for CREATE DATABASE; postgres://postgres@127.0.0.1:5432/test),
  * BENCH_CPU_PROF (a directory: run the Voltaic servers with `--cpu-prof` into it),
@@ -58,6 +60,14 @@ const settings = {
 const HOST = "127.0.0.1"
 const APP_KEY = `a_sk_bench${randomBytes(18).toString("base64url")}`
 const AIM = { route: "GET /devices/{id}", target: "Postgres", requestsPerSecond: 10_000, p99Ms: 10 }
+/** Issue 19's aims for the lists, against the bare route in the same run. */
+const LIST_AIMS = [
+  { target: "Postgres", ofBare: 0.5, p99Ms: 20 },
+  { target: "PGlite", ofBare: 0.25, p99Ms: 50 }
+] as const
+/** Events of one device (the events list reads 100 of them) and devices with an open alert (the alerts list reads 50). */
+const EVENTS = 100
+const ALERTING = 60
 /** Bounds the whole run so a stuck child can never keep it alive. */
 const WATCHDOG_MS = 20 * 60_000
 
@@ -75,6 +85,8 @@ interface Target {
   readonly headers: Readonly<Record<string, string>>
   /** Paths for GET /devices/{id}, rotated through by the load generator. */
   readonly devicePaths: ReadonlyArray<string>
+  /** The device whose events the events list reads. */
+  readonly eventsDevice: string
   /** The Postgres database it uses, whose backends' CPU is counted; undefined for PGlite and bare. */
   readonly database?: string
   readonly close: () => Promise<void>
@@ -85,7 +97,7 @@ const startBare = async (): Promise<Target> => {
   const close = onShutdown(() => stop(child))
   const [, port] = await child.waitForLine(/bare hono listening on [\d.]+:(\d+)/, 60_000)
   const devicePaths = Array.from({ length: settings.devices }, (_, i) => `/v1/devices/dev_bench${String(i).padStart(6, "0")}`)
-  return { name: "bare Hono", child, url: `http://${HOST}:${port}`, headers: {}, devicePaths, close }
+  return { name: "bare Hono", child, url: `http://${HOST}:${port}`, headers: {}, devicePaths, eventsDevice: "dev_bench000000", close }
 }
 
 const startVoltaic = async (
@@ -108,10 +120,10 @@ const startVoltaic = async (
   const [, port] = await child.waitForLine(/http listening on [\d.]+:(\d+)/, 120_000)
   const url = `http://${HOST}:${port}`
   const headers = { authorization: `Bearer ${APP_KEY}` }
-  const ids = await seed(url, headers)
+  const seeded = await seed(url, headers)
   await afterSeed()
-  await verify(name, url, headers, ids)
-  return { name, child, url, headers, devicePaths: ids.map((id) => `/v1/devices/${id}`), database, close }
+  await verify(name, url, headers, seeded)
+  return { name, child, url, headers, devicePaths: seeded.devices.map((id) => `/v1/devices/${id}`), eventsDevice: seeded.eventsDevice, database, close }
 }
 
 const startPglite = () => startVoltaic("PGlite", "memory://", async () => {})
@@ -149,21 +161,49 @@ const idOf = (value: unknown, what: string): string => {
   throw new Error(`${what}: no id in ${JSON.stringify(value)}`)
 }
 
-const seed = async (url: string, headers: Record<string, string>): Promise<Array<string>> => {
+const listed = (value: unknown, key?: string): ReadonlyArray<unknown> => {
+  const list = key === undefined ? value : typeof value === "object" && value !== null && key in value ? (value as Record<string, unknown>)[key] : undefined
+  return Array.isArray(list) ? list : []
+}
+
+/**
+ * Spaces; then ALERTING devices, each with one event over a threshold rule's max (an open alert
+ * each), the first with EVENTS events in range; then the devices the device routes read, created
+ * last so that they are the newest (the first page of `GET /devices`).
+ */
+const seed = async (url: string, headers: Record<string, string>): Promise<{ devices: Array<string>; eventsDevice: string }> => {
   const spaces = await parallel(settings.spaces, 8, async (i) =>
     idOf(await call(url, headers, "POST", "/v1/spaces", { name: `bench space ${i}` }), "POST /v1/spaces"))
-  return parallel(settings.devices, 16, async (i) =>
+  await call(url, headers, "POST", "/v1/alertRules", { name: "bench hot", type: "threshold", severity: "high", config: { eventName: "power", path: "watts", max: 150 } })
+  const alerting = await parallel(ALERTING, 8, async (i) =>
+    idOf(await call(url, headers, "POST", "/v1/devices", { name: `bench alerting ${i}`, space: { id: spaces[i % spaces.length] } }), "POST /v1/devices"))
+  await parallel(ALERTING, 8, (i) => call(url, headers, "POST", "/v1/events", { device: { id: alerting[i] }, name: "power", data: { watts: 500 } }))
+  await parallel(EVENTS, 8, (i) => call(url, headers, "POST", "/v1/events", { device: { id: alerting[0] }, name: "power", data: { watts: 100 + (i % 50) } }))
+  const opened = Date.now()
+  // Alerts open behind the events' commit (the device's bucket raises them).
+  while (listed(await call(url, headers, "GET", `/v1/alerts?limit=200`)).length < ALERTING) {
+    if (Date.now() - opened > 60_000) throw new Error(`fewer than ${ALERTING} alerts open 60 s after their events`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  const devices = await parallel(settings.devices, 16, async (i) =>
     idOf(
       await call(url, headers, "POST", "/v1/devices", { name: `bench device ${String(i).padStart(4, "0")}`, space: { id: spaces[i % spaces.length] } }),
       "POST /v1/devices"
     ))
+  return { devices, eventsDevice: alerting[0] }
 }
 
-const verify = async (name: string, url: string, headers: Record<string, string>, ids: ReadonlyArray<string>) => {
-  const device = await call(url, headers, "GET", `/v1/devices/${ids[ids.length - 1]}`)
-  if (idOf(device, "GET /v1/devices/{id}") !== ids[ids.length - 1]) throw new Error(`${name}: GET /v1/devices/{id} answered another device`)
-  const list = await call(url, headers, "GET", "/v1/devices?limit=20")
-  if (!Array.isArray(list) || list.length !== 20) throw new Error(`${name}: GET /v1/devices?limit=20 did not answer an array of 20`)
+const verify = async (name: string, url: string, headers: Record<string, string>, seeded: { devices: ReadonlyArray<string>; eventsDevice: string }) => {
+  const last = seeded.devices[seeded.devices.length - 1]
+  const device = await call(url, headers, "GET", `/v1/devices/${last}`)
+  if (idOf(device, "GET /v1/devices/{id}") !== last) throw new Error(`${name}: GET /v1/devices/{id} answered another device`)
+  const expect = [
+    ["/v1/devices?limit=20", listed(await call(url, headers, "GET", "/v1/devices?limit=20")).length, 20],
+    [`/v1/events?device.id=…&limit=${EVENTS}`, listed(await call(url, headers, "GET", `/v1/events?device.id=${seeded.eventsDevice}&limit=${EVENTS}`), "events").length, EVENTS],
+    ["/v1/alerts?limit=50", listed(await call(url, headers, "GET", "/v1/alerts?limit=50")).length, 50],
+    ["/v1/spaces", listed(await call(url, headers, "GET", "/v1/spaces"), "spaces").length, settings.spaces]
+  ] as const
+  for (const [path, got, want] of expect) if (got !== want) throw new Error(`${name}: GET ${path} answered ${got} items, not ${want}`)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -180,10 +220,15 @@ interface Case {
   readonly machineCores: number
 }
 
-const routes = [
-  { name: "GET /devices/{id}", paths: (t: Target) => t.devicePaths },
-  { name: "GET /devices?limit=20", paths: (_: Target) => ["/v1/devices?limit=20"] }
+const allRoutes = [
+  { key: "device", name: "GET /devices/{id}", list: false, paths: (t: Target) => t.devicePaths },
+  { key: "devices", name: "GET /devices?limit=20", list: true, paths: (_: Target) => ["/v1/devices?limit=20"] },
+  { key: "events", name: `GET /events?device.id&limit=${EVENTS}`, list: true, paths: (t: Target) => [`/v1/events?device.id=${t.eventsDevice}&limit=${EVENTS}`] },
+  { key: "alerts", name: "GET /alerts?limit=50", list: true, paths: (_: Target) => ["/v1/alerts?limit=50"] },
+  { key: "spaces", name: "GET /spaces", list: true, paths: (_: Target) => ["/v1/spaces"] }
 ] as const
+const routeKeys = (process.env.BENCH_ROUTES ?? allRoutes.map((r) => r.key).join(",")).split(",").map((r) => r.trim())
+const routes = allRoutes.filter((r) => routeKeys.includes(r.key))
 
 const measure = async (target: Target, route: (typeof routes)[number]): Promise<Case> => {
   const spec: LoadSpec = {
@@ -194,7 +239,7 @@ const measure = async (target: Target, route: (typeof routes)[number]): Promise<
     durationSeconds: settings.durationSeconds,
     warmupSeconds: settings.warmupSeconds
   }
-  process.stdout.write(`  ${target.name.padEnd(10)} ${route.name.padEnd(22)} `)
+  process.stdout.write(`  ${target.name.padEnd(10)} ${route.name.padEnd(34)} `)
   const load = node("load", ["--import", "tsx", "bench/load.ts"], process.env)
   onShutdown(() => stop(load))
   try {
@@ -282,6 +327,18 @@ const aimVerdict = (cases: ReadonlyArray<Case>): string => {
   return `Aim (${aim}): **${met ? "met" : "not met"}** — ${Math.round(c.result.requestsPerSecond).toLocaleString("en-US")} req/s, p99 ${c.result.latencyMs.p99} ms.`
 }
 
+/** Each list against the bare route of the same run (issue 19). */
+const listVerdicts = (cases: ReadonlyArray<Case>): Array<string> =>
+  allRoutes.filter((r) => r.list).flatMap((route) =>
+    LIST_AIMS.flatMap((aim) => {
+      const c = cases.find((x) => x.target === aim.target && x.route === route.name)
+      const bare = cases.find((x) => x.target === "bare Hono" && x.route === route.name)
+      if (c === undefined || bare === undefined) return []
+      const ratio = c.result.requestsPerSecond / bare.result.requestsPerSecond
+      const met = ratio >= aim.ofBare && c.result.latencyMs.p99 <= aim.p99Ms && !flagged(c)
+      return [`Aim (${aim.target}, ${route.name}: ≥ ${aim.ofBare}× bare Hono, p99 ≤ ${aim.p99Ms} ms): **${met ? "met" : "not met"}** — ${ratio.toFixed(2)}× (${Math.round(c.result.requestsPerSecond).toLocaleString("en-US")} against ${Math.round(bare.result.requestsPerSecond).toLocaleString("en-US")} req/s), p99 ${c.result.latencyMs.p99} ms.`]
+    }))
+
 const postgresWhere = (): string => {
   const host = new URL(settings.pgAdminUrl).hostname
   const local = host === "127.0.0.1" || host === "localhost" || host === "[::1]" || host === ""
@@ -308,6 +365,7 @@ const record = (date: string, cases: ReadonlyArray<Case>, loadShare: { min: numb
 - Machine: ${machine()}.${settings.targets.includes("postgres") ? ` ${postgresWhere()}` : ""}
 - Load: autocannon 9, ${settings.connections} connections, ${settings.warmupSeconds} s warm-up then ${settings.durationSeconds} s per case;
   ${settings.spaces} spaces and ${settings.devices} devices seeded over REST; \`GET /devices/{id}\` rotates over all device ids;
+  before them ${ALERTING} devices with an open alert each (a threshold rule), the first with ${EVENTS} events (the events list);
   authenticated with an application key (bearer). The Postgres database is ANALYZEd after seeding, as autovacuum
   would have done on a running server; PGlite has no autovacuum and is measured as the server leaves it.
 - The load generator shares the ${cpus().length} cores with the server (and Postgres): it used ${loadShare.min.toFixed(2)}–${loadShare.max.toFixed(2)} of a core
@@ -316,7 +374,7 @@ const record = (date: string, cases: ReadonlyArray<Case>, loadShare: { min: numb
 
 ${markdownTable(cases)}
 
-${aimVerdict(cases)}
+${[aimVerdict(cases), ...listVerdicts(cases)].map((v) => `- ${v}`).join("\n")}
 `
   appendFileSync(resultsFile, section)
 }
@@ -341,7 +399,7 @@ const main = async () => {
       await target.close()
     }
   }
-  console.log(`\n${textTable(cases)}\n\n${aimVerdict(cases).replaceAll("**", "")}`)
+  console.log(`\n${textTable(cases)}\n\n${[aimVerdict(cases), ...listVerdicts(cases)].join("\n").replaceAll("**", "")}`)
   const named = (list: ReadonlyArray<Case>) => list.map((c) => `${c.target} ${c.route}`).join("; ")
   const broken = cases.filter(failed)
   const slow = cases.filter((c) => !failed(c) && flagged(c))

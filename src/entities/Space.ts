@@ -4,6 +4,7 @@ import { createActor } from "xstate"
 import { isMember, liveOf, spaceMachine } from "../../actors/spaceMachine.ts"
 import { Sql } from "../store/Sql.ts"
 import { Space } from "./protocol.ts"
+import { ResidentSpaces } from "./residents.ts"
 import { readDevices, readSeed } from "./spaceSeed.ts"
 
 /**
@@ -44,6 +45,15 @@ export const SpaceLive = Space.toLayer(
         }
       })
 
+    const read = () => {
+      const { timezone, recipients } = context()
+      return { ...liveOf(context()), timezone, recipients }
+    }
+    // Read in memory by this process's REST (`presentSpaces`), as `GetSpace` answers.
+    const residents = yield* ResidentSpaces
+    residents.add(spaceId, read)
+    yield* Effect.addFinalizer(() => Effect.sync(() => residents.remove(spaceId)))
+
     return Space.of({
       Changes: ({ payload }) =>
         Effect.gen(function*() {
@@ -56,11 +66,7 @@ export const SpaceLive = Space.toLayer(
         Effect.map(Effect.orDie(readSeed(sql, spaceId)), (seed) => {
           actor.send({ type: "space.seeded", ...seed })
         }),
-      GetSpace: () =>
-        Effect.sync(() => {
-          const { timezone, recipients } = context()
-          return { ...liveOf(context()), timezone, recipients }
-        })
+      GetSpace: () => Effect.sync(read)
     })
   })
 )

@@ -3,7 +3,7 @@ import { AlertEntityLive } from "./AlertBucket.ts"
 import { DeviceBucketLive } from "./DeviceBucket.ts"
 import { DeviceOwners } from "./DeviceOwners.ts"
 import { OverdueDevicesLive } from "./overdue.ts"
-import { ResidentBuckets } from "./residents.ts"
+import { ResidentBuckets, ResidentSpaces } from "./residents.ts"
 import { Rules } from "./rules.ts"
 import { SeenSenderLive } from "./SeenSender.ts"
 import { SpaceLive } from "./Space.ts"
@@ -17,5 +17,5 @@ import { SpaceChanges } from "./spaceChanges.ts"
  * (`overdue.ts`).
  */
 export const EntitiesLive = Layer.mergeAll(AlertEntityLive, SpaceLive, DeviceBucketLive, OverdueDevicesLive, DeviceOwners.layer, SeenSenderLive).pipe(
-  Layer.provideMerge(Layer.mergeAll(Rules.layer, ResidentBuckets.layer, SpaceChanges.layer))
+  Layer.provideMerge(Layer.mergeAll(Rules.layer, ResidentBuckets.layer, ResidentSpaces.layer, SpaceChanges.layer))
 )

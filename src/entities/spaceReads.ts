@@ -2,6 +2,7 @@ import { Effect } from "effect"
 import type { SpaceJson } from "../store/spaces.ts"
 import type { SqlClient } from "../store/Sql.ts"
 import { Space } from "./protocol.ts"
+import { ResidentSpaces } from "./residents.ts"
 
 /**
  * What REST asks of Space entities, on whichever process it runs: the live counts of the spaces
@@ -16,9 +17,11 @@ const CONCURRENCY = 16
 export const presentSpaces = <S extends SpaceJson>(spaces: ReadonlyArray<S>) =>
   Effect.gen(function*() {
     const client = yield* Space.client
-    return yield* Effect.forEach(spaces, (space) =>
-      client(space.id).GetSpace().pipe(
-        Effect.orDie,
+    const residents = yield* ResidentSpaces
+    return yield* Effect.forEach(spaces, (space) => {
+      // A space resident here is read in memory; another through its owner.
+      const local = residents.get(space.id)
+      return (local === undefined ? Effect.orDie(client(space.id).GetSpace()) : Effect.sync(local)).pipe(
         Effect.map(({ devicesOnline, devicesOffline, openAlerts }) => {
           const out = { ...space, live: { devicesOnline, devicesOffline, openAlerts } }
           const alertUsers = out.alertUsers
@@ -29,7 +32,8 @@ export const presentSpaces = <S extends SpaceJson>(spaces: ReadonlyArray<S>) =>
           }
           return out
         })
-      ), { concurrency: CONCURRENCY })
+      )
+    }, { concurrency: CONCURRENCY })
   })
 
 /** Tells each space to read its devices, settings and recipients again; a failure is logged (the write stands). */

@@ -9,6 +9,7 @@ import { isConnectionLoss, type Sql, type SqlError, storeLost } from "../../stor
 import type { Ingest } from "../../ingest/Ingest.ts"
 import type { SignInGuard } from "../../auth/SignInGuard.ts"
 import type { DeviceOwners } from "../../entities/DeviceOwners.ts"
+import type { ResidentSpaces } from "../../entities/residents.ts"
 import type { Sharding } from "effect/cluster"
 import type { DeviceReads } from "../../store/DeviceReads.ts"
 import { screen } from "../../ingest/payload.ts"
@@ -18,7 +19,7 @@ import { readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 import { notePrincipal, requestAnnotations } from "./requestLog.ts"
 
-export type HttpServices = Sql | Auth | Ingest | SignInGuard | DeviceOwners | Sharding.Sharding | DeviceReads
+export type HttpServices = Sql | Auth | Ingest | SignInGuard | DeviceOwners | Sharding.Sharding | DeviceReads | ResidentSpaces
 
 /** A non-default reply: status, headers, or a body that is not JSON. */
 export class Reply {
