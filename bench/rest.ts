@@ -347,8 +347,8 @@ const postgresWhere = (): string => {
 
 const HEADER = `# REST benchmarks
 
-\`npm run bench:rest\` (bench/rest.ts) loads \`GET /v1/devices/{id}\` and \`GET /v1/devices?limit=20\`
-on Voltaic with PGlite (in memory) and with Postgres, and the same routes on a bare Hono app as
+\`npm run bench:rest\` (bench/rest.ts) loads \`GET /v1/devices/{id}\` and the devices, events, alerts and
+spaces lists on Voltaic with PGlite (in memory) and with Postgres, and the same routes on a bare Hono app as
 the ceiling. autocannon runs in its own process; every run appends a section below.
 
 Columns: req/s is autocannon's mean per second; p50/p99 latency in whole milliseconds (autocannon's
