@@ -127,15 +127,20 @@ export const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string
     stdio: ["ignore", "pipe", "pipe"]
   })
 
-/** The command-line tool run to its end; `onStderr` sees its stderr as it comes (to signal it mid-way). */
+/**
+ * The command-line tool run to its end; `onStderr` sees its stderr as it comes, and `onSpawn` the
+ * child as it starts (to signal it mid-way).
+ */
 export const runCli = (
   args: ReadonlyArray<string>,
   env: Record<string, string>,
   timeoutMs = 60_000,
-  onStderr?: (stderr: string, child: ChildProcess) => void
+  onStderr?: (stderr: string, child: ChildProcess) => void,
+  onSpawn?: (child: ChildProcess) => void
 ): Promise<Exited> =>
   new Promise((resolve, reject) => {
     const child = spawnCli(args, env)
+    onSpawn?.(child)
     let stdout = ""
     let stderr = ""
     child.stdout.on("data", (c: Buffer) => (stdout += c.toString()))
