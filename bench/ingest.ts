@@ -23,7 +23,8 @@
  * `postgres,metrics-off,tls,postgres,metrics-off,tls`; the throughput verdicts then take the mean over
  * the runs; issue 17's verdicts, what `postgres` loses to recording metrics against `metrics-off` and `tls`
  * to TLS against `postgres` (aim: < 5 % of the stored MQTT QoS 1 events/s), appear when both sides ran), BENCH_CASES
- * (idle,latency,qos0,qos1,coap,http), BENCH_DURATION seconds per throughput case (10),
+ * (idle,latency,qos0,qos1,coap,http,commands), BENCH_DURATION seconds per throughput case (10; also the
+ * command case's), BENCH_COMMAND_RATE command runs/s of the command case (1000; `bench/ingest-commands.ts`),
  * BENCH_LATENCY_DURATION seconds of the latency case (60: long enough to take in the server's full
  * GCs, which a 10 s window may miss), BENCH_WARMUP seconds before each (2), BENCH_DEVICES (1000),
  * BENCH_IDLE_CONNECTIONS (10000),
@@ -72,6 +73,7 @@ import {
   utcDate,
   voltaicEnv
 } from "./harness.ts"
+import { type CommandCase, type CommandVia, commandTable, commandVerdicts, COMMAND_SLUG, runCommandCase, seedCommands } from "./ingest-commands.ts"
 import {
   type DeviceCredential,
   histogramMerge,
@@ -108,13 +110,14 @@ const OPT_IN: ReadonlyArray<string> = ["peer", "metrics-off", "tls"]
 const peer = process.env.BENCH_PEER === undefined || process.env.BENCH_PEER === ""
   ? undefined
   : { dir: resolve(process.env.BENCH_PEER), commit: execFileSync("git", ["-C", resolve(process.env.BENCH_PEER), "rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim() }
-const CASES = ["idle", "latency", "qos0", "qos1", "coap", "http"] as const
+const CASES = ["idle", "latency", "qos0", "qos1", "coap", "http", "commands"] as const
 
 const settings = {
   targets: listSetting("BENCH_TARGETS", TARGETS.filter((t) => !OPT_IN.includes(t) || (t === "peer" && peer !== undefined)).join(","), TARGETS),
   cases: listSetting("BENCH_CASES", CASES.join(","), CASES),
   durationSeconds: intSetting("BENCH_DURATION", 10, 1),
   latencySeconds: intSetting("BENCH_LATENCY_DURATION", 60, 1),
+  commandRate: intSetting("BENCH_COMMAND_RATE", 1000, 1),
   warmupSeconds: intSetting("BENCH_WARMUP", 2, 0),
   devices: intSetting("BENCH_DEVICES", 1000, 1),
   idleConnections: intSetting("BENCH_IDLE_CONNECTIONS", 10_000, 1),
@@ -907,6 +910,7 @@ const failureTable = (r: Results): Table => ({
 
 interface Results {
   readonly throughput: Array<ThroughputCase>
+  readonly commands: Array<CommandCase>
   readonly latency: Array<LatencyCase>
   readonly idle: Array<IdleCase>
   readonly skipped: Array<string>
@@ -972,7 +976,7 @@ const verdicts = (r: Results): Array<string> => {
   }
   cost("recording metrics", "Postgres", "Postgres, METRICS=off")
   cost("MQTT over TLS", "Postgres, MQTT over TLS", "Postgres")
-  return out
+  return [...out, ...commandVerdicts(r.commands)]
 }
 
 const notes = (r: Results): Array<string> => {
@@ -985,6 +989,7 @@ const notes = (r: Results): Array<string> => {
     if (c.udpDrops !== undefined && c.udpDrops > 0) out.push(`${what}: ${int(c.udpDrops)} UDP datagrams dropped for a full receive buffer on this machine during the case (/proc/net/snmp RcvbufErrors)`)
   }
   for (const c of r.idle) if (c.failed > 0) out.push(`${c.target} idle: ${int(c.failed)} connections failed: ${c.firstError ?? "–"}`)
+  for (const c of r.commands) if (c.errors > 0) out.push(`${c.ceiling ? c.target : `Voltaic/${c.target}`} commands: ${int(c.errors)} errors; first: ${c.firstError ?? "–"}`)
   return [...out, ...backgroundNote(), ...r.skipped]
 }
 
@@ -992,6 +997,7 @@ const printReport = (r: Results) => {
   if (r.idle.length > 0) console.log(`\nMemory with ${int(settings.idleConnections)} idle MQTT connections\n${textTable(idleTable(r.idle))}`)
   if (r.latency.length > 0) console.log(`\nPublish → subscriber latency at ${int(settings.rate)} events/s (MQTT QoS ${settings.latencyQos})\n${textTable(latencyTable(r.latency))}`)
   if (r.throughput.length > 0) console.log(`\nThroughput (closed loop, ${settings.devices} devices)\n${textTable(throughputTable(r.throughput))}`)
+  if (r.commands.length > 0) console.log(`\nCommand runs to the device's subscription (${int(settings.commandRate)} runs/s over ${int(settings.devices)} devices)\n${textTable(commandTable(r.commands))}`)
   if (r.failures.length > 0) console.log(`\nFailures\n${textTable(failureTable(r))}`)
   console.log(`\n${verdicts(r).map((v) => `- ${v.replaceAll("**", "")}`).join("\n")}`)
   const n = notes(r)
@@ -1061,6 +1067,10 @@ ${r.latency.length > 0 ? markdownTable(latencyTable(r.latency)) : "Not measured.
 
 ${r.throughput.length > 0 ? markdownTable(throughputTable(r.throughput)) : "Not measured."}
 
+### Command runs to the device's subscription, ${int(settings.commandRate)} runs/s over ${int(settings.devices)} devices
+
+${r.commands.length > 0 ? `Each device on its own MQTT connection, subscribed to \`devices/{id}/commands/${COMMAND_SLUG}/run\`; latency from the send to the device's receipt (one process, one clock), over ${settings.durationSeconds} s after ${settings.warmupSeconds} s of warm-up. The peer forwards the same publish sent straight on the run topic.\n\n${markdownTable(commandTable(r.commands))}` : "Not measured."}
+
 ${r.failures.length > 0 ? `### Failures (the broker exited or the case failed; the next cases ran on a fresh server)\n\n${markdownTable(failureTable(r))}\n\n` : ""}${verdicts(r).map((v) => `- Aim ${v}.`).join("\n")}
 ${n.length > 0 ? `\n${n.map((x) => `- ${x}`).join("\n")}\n` : ""}`
   appendFileSync(resultsFile, section)
@@ -1075,7 +1085,7 @@ const main = async () => {
     `${settings.devices} devices, ${settings.warmupSeconds} s warm-up + ${settings.durationSeconds} s per case (latency ${settings.latencySeconds} s); ` +
       `targets ${settings.targets.join(", ")}; cases ${settings.cases.join(", ")}\n`
   )
-  const results: Results = { throughput: [], latency: [], idle: [], skipped: [], failures: [] }
+  const results: Results = { throughput: [], commands: [], latency: [], idle: [], skipped: [], failures: [] }
   const has = (c: (typeof CASES)[number]) => settings.cases.includes(c)
   for (const name of settings.targets) {
     process.stdout.write(`${name}: starting${name === "aedes" || name === "mosquitto" ? "" : ` and seeding ${settings.devices} devices`}… `)
@@ -1098,6 +1108,47 @@ const main = async () => {
     for (const [id, caseName] of throughputCases) {
       if (!has(id) || (target.ceiling && (id === "coap" || id === "http"))) continue
       cases.push({ label: caseName, run: async (t) => void results.throughput.push(await throughput(t, caseName)) })
+    }
+    if (has("commands")) {
+      const commandCase = (via: CommandVia) => async (t: Target) => {
+        await quiet(`${t.name} commands (${via})`)
+        process.stdout.write(`  ${t.name.padEnd(10)} commands ${via.padEnd(8)} `)
+        const c = await runCommandCase({
+          root,
+          target: t.name,
+          ceiling: t.ceiling,
+          via,
+          mqttUrl: t.mqttUrl,
+          httpUrl: t.httpUrl,
+          appKey: t.appKey,
+          devices: t.devices,
+          rate: settings.commandRate,
+          warmupMs: settings.warmupSeconds * 1000,
+          durationMs: settings.durationSeconds * 1000,
+          clientPrefix: `vb${RUN}-cmd-${via}`
+        })
+        console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
+        results.commands.push(c)
+      }
+      if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
+      else {
+        cases.push({
+          label: "commands over REST",
+          run: async (t) => {
+            if (t.httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
+            await seedCommands(t.httpUrl, t.appKey, t.devices.map((d) => d.id))
+            await commandCase("http")(t)
+          }
+        })
+        cases.push({
+          label: "commands over MQTT",
+          run: async (t) => {
+            if (t.httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
+            await seedCommands(t.httpUrl, t.appKey, t.devices.map((d) => d.id))
+            await commandCase("mqtt")(t)
+          }
+        })
+      }
     }
     try {
       for (const [i, c] of cases.entries()) {

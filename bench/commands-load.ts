@@ -1,0 +1,145 @@
+/**
+ * The load of bench:ingest's command case (`bench/ingest-commands.ts`), in its own process: every
+ * device connects over MQTT with its own key and subscribes to `devices/{id}/commands/{slug}/run`;
+ * then runs are sent at a fixed rate over the devices in turn, and each run's latency is the time
+ * from its send to its arrival at the device's subscription (both in this process: one clock).
+ *
+ * Senders (`via`):
+ * - `http`: `POST /v1/commands/run` with the application key (fetch: keep-alive connections);
+ * - `mqtt`: the application publishes QoS 1 on `devices/{id}/commands/{slug}`;
+ * - `forward`: a bare broker's peer: the same publish straight on the run topic, which the broker forwards.
+ *
+ * Reads its spec as JSON on stdin; prints `MEASURING` when the measured window starts and one JSON
+ * line with the result at the end.
+ */
+import mqtt from "mqtt"
+
+interface Spec {
+  readonly via: "http" | "mqtt" | "forward"
+  readonly mqttUrl: string
+  readonly httpUrl: string | undefined
+  readonly appKey: string
+  readonly devices: ReadonlyArray<{ readonly id: string; readonly key: string }>
+  readonly slug: string
+  readonly rate: number
+  readonly warmupMs: number
+  readonly durationMs: number
+  readonly clientPrefix: string
+}
+
+export interface CommandsLoadResult {
+  readonly sent: number
+  readonly received: number
+  readonly errors: number
+  readonly firstError: string | undefined
+  /** Latencies of the runs sent in the measured window, in ms, sorted. */
+  readonly latencyMs: ReadonlyArray<number>
+}
+
+const readSpec = async (): Promise<Spec> => {
+  let text = ""
+  for await (const chunk of process.stdin) text += String(chunk)
+  return JSON.parse(text) as Spec
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
+
+const main = async () => {
+  const spec = await readSpec()
+  const runTopic = (id: string) => `devices/${id}/commands/${spec.slug}/run`
+  /** Send time (performance.now()) by run key, for the runs of the measured window. */
+  const pending = new Map<string, number>()
+  const latencies: Array<number> = []
+  let measuring = false
+  let sent = 0
+  let errors = 0
+  let firstError: string | undefined
+  const failed = (e: unknown) => {
+    errors++
+    firstError ??= e instanceof Error ? e.message : String(e)
+  }
+
+  // The devices, each on its own connection, subscribed to its own run topic.
+  const devices: Array<mqtt.MqttClient> = []
+  for (let i = 0; i < spec.devices.length; i += 50) {
+    await Promise.all(spec.devices.slice(i, i + 50).map(async (device, j) => {
+      const client = await mqtt.connectAsync(spec.mqttUrl, {
+        clientId: `${spec.clientPrefix}-d${i + j}`,
+        username: device.key === "" ? undefined : device.key,
+        password: device.key === "" ? undefined : " ",
+        reconnectPeriod: 0,
+        keepalive: 60
+      })
+      client.on("message", (_topic, payload) => {
+        const data = (JSON.parse(payload.toString()) as { data?: { run?: string } }).data
+        const at = data?.run === undefined ? undefined : pending.get(data.run)
+        if (at === undefined) return
+        pending.delete(data!.run!)
+        latencies.push(performance.now() - at)
+      })
+      await client.subscribeAsync(runTopic(device.id), { qos: 1 })
+      devices.push(client)
+    }))
+  }
+
+  const app = spec.via === "http" ? undefined : await mqtt.connectAsync(spec.mqttUrl, {
+    clientId: `${spec.clientPrefix}-app`,
+    username: spec.appKey === "" ? undefined : spec.appKey,
+    password: spec.appKey === "" ? undefined : " ",
+    reconnectPeriod: 0
+  })
+
+  const send = (device: { readonly id: string }, run: string) => {
+    const body = JSON.stringify({ slug: spec.slug, device: { id: device.id }, data: { run } })
+    if (spec.via === "http") {
+      fetch(`${spec.httpUrl}/v1/commands/run`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${spec.appKey}`, "content-type": "application/json" },
+        body
+      }).then(async (res) => {
+        await res.text()
+        if (res.status !== 200) failed(new Error(`POST /v1/commands/run answered ${res.status}`))
+      }, failed)
+    } else if (spec.via === "mqtt") {
+      app!.publishAsync(`devices/${device.id}/commands/${spec.slug}`, JSON.stringify({ run }), { qos: 1 }).catch(failed)
+    } else {
+      app!.publishAsync(runTopic(device.id), JSON.stringify({ data: { run } }), { qos: 1 }).catch(failed)
+    }
+  }
+
+  // Paced in 10 ms ticks, each sending what the rate owes since the start.
+  const started = performance.now()
+  const until = started + spec.warmupMs + spec.durationMs
+  let next = 0
+  while (performance.now() < until) {
+    const now = performance.now()
+    if (!measuring && now >= started + spec.warmupMs) {
+      measuring = true
+      console.log("MEASURING")
+    }
+    const owed = Math.floor(((now - started) / 1000) * spec.rate)
+    for (; next < owed; next++) {
+      const device = spec.devices[next % spec.devices.length]
+      const run = `r${next}`
+      if (measuring) {
+        pending.set(run, performance.now())
+        sent++
+      }
+      send(device, run)
+    }
+    await sleep(10)
+  }
+  // What is still on its way: up to 5 s.
+  const drainUntil = performance.now() + 5_000
+  while (pending.size > 0 && performance.now() < drainUntil) await sleep(20)
+  latencies.sort((a, b) => a - b)
+  const result: CommandsLoadResult = { sent, received: latencies.length, errors, firstError, latencyMs: latencies }
+  console.log(JSON.stringify(result))
+  await Promise.all([...devices, ...(app === undefined ? [] : [app])].map((c) => c.endAsync(true).catch(() => undefined)))
+  process.exit(0)
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})

@@ -1,0 +1,140 @@
+/**
+ * bench:ingest's command case (issue 19): commands run on devices at a fixed rate over all the
+ * devices, each run's latency measured from its send to its arrival at the device's own
+ * subscription on `devices/{id}/commands/{slug}/run` (`bench/commands-load.ts`, one process for
+ * senders and devices: one clock).
+ *
+ * - Voltaic: `POST /v1/commands/run` and the MQTT publish on `devices/{id}/commands/{slug}`, each on
+ *   its own, with the application key. A run is stored before it is delivered (group commit).
+ * - The peer: a bare broker forwarding the same publish (sent straight on the run topic).
+ *
+ * Aim: p99 ≤ 10 ms and ≤ 3× the peer's p99 in the same run.
+ */
+import { onShutdown, parallel, start, stop } from "./harness.ts"
+import type { CommandsLoadResult } from "./commands-load.ts"
+
+export const COMMAND_SLUG = "bench-ping"
+export const COMMAND_AIM = { p99Ms: 10, ofPeer: 3 }
+
+export type CommandVia = "http" | "mqtt" | "forward"
+const VIA_LABEL: Record<CommandVia, string> = {
+  http: "POST /v1/commands/run",
+  mqtt: "MQTT devices/{id}/commands/{slug}",
+  forward: "MQTT on the run topic (forwarded)"
+}
+
+export interface CommandCase {
+  readonly target: string
+  readonly ceiling: boolean
+  readonly via: CommandVia
+  readonly rate: number
+  readonly sent: number
+  readonly received: number
+  readonly errors: number
+  readonly firstError: string | undefined
+  readonly p50: number
+  readonly p99: number
+  readonly max: number
+}
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
+
+/** A command with the bench's slug on every device (one that exists already is kept). */
+export const seedCommands = async (httpUrl: string, appKey: string, deviceIds: ReadonlyArray<string>) => {
+  await parallel(deviceIds.length, 16, async (i) => {
+    const res = await fetch(`${httpUrl}/v1/commands`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${appKey}`, "content-type": "application/json" },
+      body: JSON.stringify({ name: "bench ping", slug: COMMAND_SLUG, device: { id: deviceIds[i] } })
+    })
+    const text = await res.text()
+    if (res.status !== 200 && res.status !== 409) throw new Error(`POST /v1/commands: ${res.status} ${text}`)
+  })
+}
+
+export const runCommandCase = async (options: {
+  readonly root: string
+  readonly target: string
+  readonly ceiling: boolean
+  readonly via: CommandVia
+  readonly mqttUrl: string
+  readonly httpUrl: string | undefined
+  readonly appKey: string
+  readonly devices: ReadonlyArray<{ readonly id: string; readonly key: string }>
+  readonly rate: number
+  readonly warmupMs: number
+  readonly durationMs: number
+  readonly clientPrefix: string
+}): Promise<CommandCase> => {
+  const load = start("commands load", process.execPath, ["--import", "tsx", "bench/commands-load.ts"], { cwd: options.root, env: process.env })
+  const close = onShutdown(() => stop(load))
+  try {
+    load.process.stdin!.end(JSON.stringify({
+      via: options.via,
+      mqttUrl: options.mqttUrl,
+      httpUrl: options.httpUrl,
+      appKey: options.appKey,
+      devices: options.devices,
+      slug: COMMAND_SLUG,
+      rate: options.rate,
+      warmupMs: options.warmupMs,
+      durationMs: options.durationMs,
+      clientPrefix: options.clientPrefix
+    }))
+    const budget = options.warmupMs + options.durationMs + 120_000
+    const [line] = await load.waitForLine(/^\{.*\}$/, budget)
+    const result = JSON.parse(line) as CommandsLoadResult
+    return {
+      target: options.target,
+      ceiling: options.ceiling,
+      via: options.via,
+      rate: options.rate,
+      sent: result.sent,
+      received: result.received,
+      errors: result.errors,
+      firstError: result.firstError,
+      p50: percentile(result.latencyMs, 50),
+      p99: percentile(result.latencyMs, 99),
+      max: result.latencyMs.at(-1) ?? Number.NaN
+    }
+  } finally {
+    await close()
+  }
+}
+
+const ms = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "–")
+
+/** The peer's p99 in the same run (the first ceiling's forwarded case). */
+const peerOf = (cases: ReadonlyArray<CommandCase>) => cases.find((c) => c.ceiling && c.via === "forward")
+
+export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
+  const peer = peerOf(cases)
+  return {
+    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`],
+    numericFrom: 2,
+    rows: cases.map((c) => [
+      c.ceiling ? c.target : `Voltaic/${c.target}`,
+      VIA_LABEL[c.via],
+      c.rate.toLocaleString("en-US"),
+      c.sent.toLocaleString("en-US"),
+      c.received.toLocaleString("en-US"),
+      c.errors === 0 ? "0" : `${c.errors} ⚠`,
+      ms(c.p50),
+      ms(c.p99),
+      ms(c.max),
+      c.ceiling || peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`
+    ])
+  }
+}
+
+export const commandVerdicts = (cases: ReadonlyArray<CommandCase>): Array<string> => {
+  const peer = peerOf(cases)
+  return cases.filter((c) => !c.ceiling).map((c) => {
+    const ratio = peer === undefined ? Number.NaN : c.p99 / peer.p99
+    const met = c.received === c.sent && c.errors === 0 && c.p99 <= COMMAND_AIM.p99Ms && ratio <= COMMAND_AIM.ofPeer
+    return `${c.target}, command runs sent by ${VIA_LABEL[c.via]} at ${c.rate.toLocaleString("en-US")}/s, p99 to the device ≤ ${COMMAND_AIM.p99Ms} ms and ≤ ${COMMAND_AIM.ofPeer}× the peer's: ` +
+      `**${met ? "met" : "not met"}** (p99 ${ms(c.p99)} ms${peer === undefined ? ", no peer in this run" : `, ×${ratio.toFixed(2)} ${peer.target}'s ${ms(peer.p99)} ms`}; ` +
+      `${c.received.toLocaleString("en-US")} of ${c.sent.toLocaleString("en-US")} delivered)`
+  })
+}
