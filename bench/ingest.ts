@@ -1132,22 +1132,16 @@ const main = async () => {
       }
       if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
       else {
-        cases.push({
-          label: "commands over REST",
-          run: async (t) => {
-            if (t.httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
-            await seedCommands(t.httpUrl, t.appKey, t.devices.map((d) => d.id))
-            await commandCase("http")(t)
-          }
-        })
-        cases.push({
-          label: "commands over MQTT",
-          run: async (t) => {
-            if (t.httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
-            await seedCommands(t.httpUrl, t.appKey, t.devices.map((d) => d.id))
-            await commandCase("mqtt")(t)
-          }
-        })
+        for (const [label, via] of [["commands over REST", "http"], ["commands over MQTT", "mqtt"]] as const) {
+          cases.push({
+            label,
+            run: async (t) => {
+              if (t.httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
+              await seedCommands(t.httpUrl, t.appKey, t.devices.map((d) => d.id))
+              await commandCase(via)(t)
+            }
+          })
+        }
       }
     }
     try {
