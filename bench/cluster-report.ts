@@ -1,5 +1,6 @@
 /** The figures, tables and verdict of `npm run bench:cluster` (bench/cluster.ts). */
 import type { SilentDevice, Handover } from "./cluster-failover.ts"
+import { percentile } from "./harness.ts"
 import type { Traffic } from "./cluster-load.ts"
 
 export interface CpuRow {
@@ -75,7 +76,6 @@ export interface Verdict {
   readonly problems: ReadonlyArray<string>
 }
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil(p / 100 * sorted.length) - 1)]
 
 export const judge = (input: {
   readonly traffic: Traffic

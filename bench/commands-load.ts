@@ -71,10 +71,10 @@ const main = async () => {
         keepalive: 60
       })
       client.on("message", (_topic, payload) => {
-        const data = (JSON.parse(payload.toString()) as { data?: { run?: string } }).data
-        const at = data?.run === undefined ? undefined : pending.get(data.run)
-        if (at === undefined) return
-        pending.delete(data!.run!)
+        const run = (JSON.parse(payload.toString()) as { data?: { run?: string } }).data?.run
+        const at = run === undefined ? undefined : pending.get(run)
+        if (run === undefined || at === undefined) return
+        pending.delete(run)
         latencies.push(performance.now() - at)
       })
       await client.subscribeAsync(runTopic(device.id), { qos: 1 })

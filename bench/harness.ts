@@ -408,3 +408,7 @@ export const createBenchDatabase = async (adminUrl: string, prefix = "voltaic_be
     }
   }
 }
+
+/** The p-th percentile (0–100) of sorted values, nearest rank; NaN for none. */
+export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]

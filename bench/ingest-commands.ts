@@ -10,7 +10,7 @@
  *
  * Aim: p99 ≤ 10 ms and ≤ 3× the peer's p99 in the same run.
  */
-import { onShutdown, parallel, start, stop } from "./harness.ts"
+import { onShutdown, parallel, percentile, start, stop } from "./harness.ts"
 import type { CommandsLoadResult } from "./commands-load.ts"
 
 export const COMMAND_SLUG = "bench-ping"
@@ -36,9 +36,6 @@ export interface CommandCase {
   readonly p99: number
   readonly max: number
 }
-
-const percentile = (sorted: ReadonlyArray<number>, p: number) =>
-  sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]
 
 /** A command with the bench's slug on every device (one that exists already is kept). */
 export const seedCommands = async (httpUrl: string, appKey: string, deviceIds: ReadonlyArray<string>) => {

@@ -1,7 +1,7 @@
 import { Context, Effect, FiberSet, Layer } from "effect"
 import { Bus } from "../bus/Bus.ts"
 import { Sql, type SqlError } from "../store/Sql.ts"
-import type { StoredLive } from "../store/devices.ts"
+import { STORED_LIVE, type StoredLive, storedOf } from "../store/devices.ts"
 import { bucketOf, DeviceBucket, type DeviceLive } from "./protocol.ts"
 import { ResidentBuckets } from "./residents.ts"
 import { Rules } from "./rules.ts"
@@ -96,12 +96,11 @@ export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersServ
           if (devices.length === 0) return []
           const owned = yield* live(devices.map((d) => d.id))
           const rest = devices.filter((d) => !owned.has(d.id) && d.stored === undefined).map((d) => d.id)
-          const read = rest.length === 0 ? [] : yield* sql.query<{ device_id: string; state: string | null; seen: unknown }>(
-            `SELECT device_id, snapshot->>'value' AS state, snapshot->'context'->>'lastSeenAt' AS seen
-             FROM device_actors WHERE device_id = ANY($1::text[])`,
+          const read = rest.length === 0 ? [] : yield* sql.query<{ device_id: string; stored: unknown }>(
+            `SELECT da.device_id, ${STORED_LIVE} AS stored FROM device_actors da WHERE da.device_id = ANY($1::text[])`,
             [rest]
           )
-          const byId = new Map<string, StoredLive>(read.map((r) => [r.device_id, { state: r.state, lastSeenAt: r.seen == null ? null : Number(r.seen) }]))
+          const byId = new Map<string, StoredLive>(read.map((r) => [r.device_id, storedOf(r.stored)]))
           return devices.map(({ stored, ...device }) => {
             const found = owned.get(device.id)
             const row = stored ?? byId.get(device.id)

@@ -55,7 +55,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     const timer = device.timer
     if (timer !== undefined && Number.isNaN(timer.deadline)) {
       // The machine counts what is left from `timerFrom`.
-      timer.deadline = (snapshot.context.timerFrom ?? at) + timer.ms
+      timer.deadline = (snapshot.context.timerFrom ?? at) + timer.raised.delay
       if (effects.wake === null || timer.deadline < effects.wake) effects.wake = timer.deadline
       deadlines.add(timer)
     }
@@ -72,7 +72,7 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     device.snapshot = next
     for (const effect of done) {
       if (effect.type === "emitted") emitted.push(effect.event)
-      else if (effect.type === "raised") device.timer = { raised: effect.raised, ms: effect.raised.delay, device, deadline: Number.NaN }
+      else if (effect.type === "raised") device.timer = { raised: effect.raised, device, deadline: Number.NaN }
       else if (device.timer !== undefined && device.timer.raised.id === effect.id) device.timer = undefined
     }
   }

@@ -42,6 +42,7 @@ export interface DeviceSteps {
 export const persisted = (snapshot: DeviceSnapshot): Snapshot<unknown> => deviceMachine.getPersistedSnapshot(snapshot)
 
 const isRecord = (value: unknown): value is Readonly<Record<string, unknown>> => typeof value === "object" && value !== null
+const isEvent = (value: unknown): value is EventObject => isRecord(value) && typeof value.type === "string"
 
 export const makeDeviceSteps = (): DeviceSteps => {
   // The scope the machine steps in: an actor that is never started, whose system is never used
@@ -63,8 +64,8 @@ export const makeDeviceSteps = (): DeviceSteps => {
     actionExecutor: (action: ExecutableActionObject) => {
       const params = action.params
       if (action.type === "xstate.emit") action.exec?.(action.info, params)
-      else if (action.type === "xstate.raise" && isRecord(params) && typeof params.delay === "number" && isRecord(params.event) && typeof params.event.type === "string") {
-        effects.push({ type: "raised", raised: { id: typeof params.id === "string" ? params.id : undefined, event: { ...params.event, type: params.event.type }, delay: params.delay } })
+      else if (action.type === "xstate.raise" && isRecord(params) && typeof params.delay === "number" && isEvent(params.event)) {
+        effects.push({ type: "raised", raised: { id: typeof params.id === "string" ? params.id : undefined, event: params.event, delay: params.delay } })
       } else if (action.type === "xstate.cancel" && isRecord(params) && typeof params.sendId === "string") {
         effects.push({ type: "cancelled", id: params.sendId })
       } else if (action.type !== "xstate.raise") {

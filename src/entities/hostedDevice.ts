@@ -32,7 +32,6 @@ export interface Effects {
 /** The machine's offline timer: the event it raised, fired back into it at `deadline`. */
 export interface Timer {
   readonly raised: Raised
-  readonly ms: number
   readonly device: HostedDevice
   deadline: number
 }

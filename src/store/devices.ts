@@ -73,8 +73,14 @@ export interface StoredLive {
 /** A device as read from the store: its JSON and what its machine's row says. */
 export type DeviceRead = DeviceJson & { readonly stored: StoredLive }
 
-/** `[state, lastSeenAt]` as text from the device's `device_actors` row; null: it has none. */
-const storedOf = (value: unknown): StoredLive => {
+/**
+ * The live fields a `device_actors` row's snapshot holds (alias `da`), as one value: `[state,
+ * lastSeenAt]` as text, read back by `storedOf`.
+ */
+export const STORED_LIVE = "jsonb_build_array(da.snapshot->>'value', da.snapshot->'context'->>'lastSeenAt')"
+
+/** `STORED_LIVE` as read; null (no `device_actors` row): nothing stored. */
+export const storedOf = (value: unknown): StoredLive => {
   const [state, seen] = Array.isArray(value) ? value : []
   return { state: typeof state === "string" ? state : null, lastSeenAt: typeof seen === "string" && seen !== "" ? Number(seen) : null }
 }
@@ -129,7 +135,7 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
   select: `d.*, (SELECT o.name FROM organisations o WHERE o.id = d.organisation_id) AS organisation_name,
     (SELECT to_jsonb(s) FROM spaces s WHERE s.id = d.space_id) AS space_row,
     (SELECT to_jsonb(p) FROM products p WHERE p.id = d.product_id) AS product_row,
-    (SELECT jsonb_build_array(da.snapshot->>'value', da.snapshot->'context'->>'lastSeenAt') FROM device_actors da WHERE da.device_id = d.id) AS stored`,
+    (SELECT ${STORED_LIVE} FROM device_actors da WHERE da.device_id = d.id) AS stored`,
   from: "devices d",
   base: "devices d",
   alias: "d",
