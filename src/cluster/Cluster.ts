@@ -86,8 +86,8 @@ const ClusterSqlLive = Layer.unwrap(Effect.gen(function*() {
     return Layer.orDie(PgClient.layer({ url: target.url, maxConnections: 16, applicationName: "voltaic cluster" }))
   }
   const sql = yield* Sql
-  if (sql.pglite === undefined) return yield* Effect.die(new Error("cluster: the PGlite store exposes no instance"))
-  return layerPglite(sql.pglite)
+  if (sql.embedded === undefined) return yield* Effect.die(new Error("cluster: the PGlite store exposes no database"))
+  return layerPglite(sql.embedded)
 }))
 
 const readSecret = Effect.gen(function*() {

@@ -1,15 +1,13 @@
-import type { PGlite, Transaction } from "@electric-sql/pglite"
 import { makeCompiler } from "@effect/sql-pg/PgClient"
 import { Context, Effect, Layer, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient } from "effect/sql"
 import type { Connection } from "effect/sql/SqlConnection"
 import type { SqlError } from "effect/sql/SqlError"
+import type { EmbeddedDb, EmbeddedQueryable } from "../store/embedded.ts"
 import { commit, toSqlError } from "./sqlErrors.ts"
 
-type Queryable = Pick<PGlite, "query"> | Transaction
-
-const connectionOf = (db: Queryable): Connection => {
+const connectionOf = (db: EmbeddedQueryable): Connection => {
   const rows = (operation: string, sql: string, params: ReadonlyArray<unknown>) =>
     Effect.tryPromise({
       try: () => db.query<Record<string, unknown>>(sql, [...params]).then((r) => r.rows),
@@ -38,9 +36,9 @@ const connectionOf = (db: Queryable): Connection => {
 }
 
 /** Opens `PGlite.transaction` and keeps it open until the scope closes; the client sends BEGIN/COMMIT/ROLLBACK in it. */
-const holdTransaction = (pglite: PGlite) =>
+const holdTransaction = (pglite: EmbeddedDb) =>
   Effect.acquireRelease(
-    Effect.callback<{ readonly tx: Transaction; readonly done: () => void }, SqlError>((resume) => {
+    Effect.callback<{ readonly tx: EmbeddedQueryable; readonly done: () => void }, SqlError>((resume) => {
       let release!: () => void
       const finished = new Promise<void>((resolve) => {
         release = resolve
@@ -67,7 +65,7 @@ const holdTransaction = (pglite: PGlite) =>
  * transaction of this client is a `PGlite.transaction` held open for the scope: nothing else (the
  * project's own `Sql` service included) runs inside it.
  */
-export const makePgliteSqlClient = (pglite: PGlite) =>
+export const makePgliteSqlClient = (pglite: EmbeddedDb) =>
   Effect.gen(function*() {
     const client = yield* SqlClient.make({
       acquirer: Effect.succeed(connectionOf(pglite)),
@@ -83,7 +81,7 @@ export const makePgliteSqlClient = (pglite: PGlite) =>
   })
 
 /** `SqlClient` for the cluster over an open PGlite (the store's embedded database). */
-export const layerPglite = (pglite: PGlite): Layer.Layer<SqlClient.SqlClient> =>
+export const layerPglite = (pglite: EmbeddedDb): Layer.Layer<SqlClient.SqlClient> =>
   Layer.effectContext(
     Effect.map(makePgliteSqlClient(pglite), (client) => Context.make(SqlClient.SqlClient, client))
   ).pipe(Layer.provide(Reactivity.layer))

@@ -1,8 +1,8 @@
-import { PGlite } from "@electric-sql/pglite"
 import { Context, Effect, Exit, FiberSet, Layer, Redacted, Schema } from "effect"
 import postgres from "postgres"
 import type { DatabaseTarget } from "../config.ts"
 import { lockDataDir } from "./dataDirLock.ts"
+import { type EmbeddedDb, type EmbeddedQueryable, openEmbedded } from "./embedded.ts"
 import { Unavailable } from "../domain/errors.ts"
 import { makeOutage, type Outage } from "../domain/outage.ts"
 
@@ -29,8 +29,8 @@ export interface SqlClient {
   exec(text: string): Effect.Effect<void, SqlError>
   /** Runs `f` in one transaction; any failure or defect of `f` rolls it back. */
   transaction<A, E, R>(f: (tx: SqlClient) => Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R>
-  /** The embedded database itself (PGlite only): the cluster's `SqlClient` shares the instance. */
-  readonly pglite?: PGlite | undefined
+  /** The embedded database itself (PGlite only): the cluster's `SqlClient` shares it. */
+  readonly embedded?: EmbeddedDb | undefined
 }
 
 /**
@@ -112,13 +112,13 @@ const bridgeTransaction = <A, E, R>(
     )
   )
 
-const pgliteClient = (db: Pick<PGlite, "query" | "exec">, inTransaction: boolean, root: PGlite): SqlClient => {
+const pgliteClient = (db: EmbeddedQueryable, inTransaction: boolean, root: EmbeddedDb): SqlClient => {
   const self: SqlClient = {
     dialect: "pglite",
-    pglite: root,
+    embedded: root,
     query: <T>(text: string, params?: ReadonlyArray<unknown>) =>
       Effect.tryPromise({
-        try: () => db.query<T>(text, params ? [...params] : undefined).then((r) => r.rows),
+        try: () => db.query<T>(text, params).then((r) => r.rows),
         catch: toSqlError
       }),
     exec: (text) => Effect.tryPromise({ try: () => db.exec(text).then(() => undefined), catch: toSqlError }),
@@ -191,11 +191,8 @@ const openPglite = (dataDir: string | undefined, role: string) =>
   // Taken before PGlite opens the directory and released after it closes (`memory://` needs none).
   Effect.andThen(dataDir === undefined ? Effect.void : lockDataDir(dataDir, role), Effect.acquireRelease(
     Effect.tryPromise({
-      try: async () => {
-        const db = await PGlite.create(dataDir ? { dataDir } : undefined)
-        await db.query("select 1")
-        return db
-      },
+      // On its own thread (embedded.ts): its statements never hold up this one's event loop.
+      try: () => openEmbedded(dataDir),
       catch: (cause) =>
         new StoreUnreachable({
           setting: dataDir ? "DATA_DIR" : "DATABASE_URL",

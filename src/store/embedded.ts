@@ -1,0 +1,164 @@
+import type { Results } from "@electric-sql/pglite"
+import { extname } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Worker } from "node:worker_threads"
+
+/**
+ * The embedded database (PGlite) on its own thread.
+ *
+ * PGlite runs Postgres as WASM in the thread that calls it: every statement's planning,
+ * execution and row parsing would stop the event loop that serves HTTP, MQTT and CoAP. Here it
+ * runs in a `worker_threads` Worker (`pgliteWorker.ts`); this side posts each statement and
+ * resolves its promise with the worker's answer (rows parsed there, copied here by structured
+ * clone). A transaction is held open in the worker between a `begin` and its `end`, and
+ * statements name it; PGlite runs one statement or transaction at a time, as it did in-thread.
+ *
+ * PGlite's own `@electric-sql/pglite/worker` is built for browser tabs: it elects a leader with
+ * `navigator.locks` and `BroadcastChannel`, which Node 20 lacks, and carries a multi-tab protocol
+ * one server process does not need.
+ */
+
+export interface EmbeddedQueryable {
+  query<T = Record<string, unknown>>(
+    text: string,
+    params?: ReadonlyArray<unknown>,
+    options?: { readonly rowMode?: "array" | "object" }
+  ): Promise<Results<T>>
+  exec(text: string): Promise<void>
+}
+
+export interface EmbeddedDb extends EmbeddedQueryable {
+  /**
+   * Runs `f` in one transaction: committed when its promise resolves, rolled back (and the
+   * failure re-thrown) when it rejects. Other statements wait until it ends.
+   */
+  transaction<A>(f: (tx: EmbeddedQueryable) => Promise<A>): Promise<A>
+  close(): Promise<void>
+}
+
+/** What the worker is started with. */
+export interface StartData {
+  readonly dataDir: string | undefined
+}
+
+/** A failure crossing the thread boundary: the message and every primitive field (`code`…). */
+export interface ThrownError {
+  readonly message: string
+  readonly fields: Readonly<Record<string, string | number | boolean>>
+}
+
+export type Request =
+  | {
+    readonly id: number
+    readonly op: "query"
+    readonly text: string
+    readonly params: Array<unknown> | undefined
+    readonly array: boolean
+    readonly tx: number | undefined
+  }
+  | { readonly id: number; readonly op: "exec"; readonly text: string; readonly tx: number | undefined }
+  | { readonly id: number; readonly op: "begin" }
+  | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
+  | { readonly id: number; readonly op: "close" }
+
+/** The answer to request `id` (0: the worker's start); `result` for a query. */
+export interface Reply {
+  readonly id: number
+  readonly result?: Results<unknown>
+  readonly error?: ThrownError
+}
+
+/** The failure as an Error carrying the database's fields, as PGlite's own `DatabaseError` does. */
+const rebuilt = (error: ThrownError): Error => Object.assign(new Error(error.message), error.fields)
+
+/** The worker's file beside this one: `.ts` when run from the sources, `.js` when built. */
+const workerUrl = () => new URL(`./pgliteWorker${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
+
+/** Opens PGlite in `dataDir` (in memory when undefined) on its own thread. */
+export const openEmbedded = (dataDir: string | undefined): Promise<EmbeddedDb> =>
+  new Promise((resolveOpen, rejectOpen) => {
+    const start: StartData = { dataDir }
+    const worker = new Worker(workerUrl(), {
+      workerData: start,
+      // The process's flags reach the thread (a TypeScript loader such as tsx's, with the
+      // sources), except `--input-type`, which only `node -e` takes and a worker refuses.
+      execArgv: process.execArgv.filter((flag) => !flag.startsWith("--input-type"))
+    })
+    const waiting = new Map<number, { resolve: (reply: Reply) => void; reject: (error: Error) => void }>()
+    let next = 1
+    let opened = false
+    let ended: Error | undefined
+
+    const call = (request: Request): Promise<Reply> => {
+      if (ended !== undefined) return Promise.reject(ended)
+      return new Promise((resolve, reject) => {
+        if (waiting.size === 0) worker.ref()
+        waiting.set(request.id, { resolve, reject })
+        worker.postMessage(request)
+      })
+    }
+    const stop = (error: Error) => {
+      if (ended !== undefined) return
+      ended = error
+      for (const { reject } of waiting.values()) reject(error)
+      waiting.clear()
+      if (!opened) rejectOpen(error)
+    }
+    worker.on("error", (cause) => stop(new Error(`the embedded database's thread failed: ${cause.message}`)))
+    worker.on("exit", (code) => stop(new Error(`the embedded database's thread ended (exit code ${code})`)))
+    worker.on("message", (reply: Reply) => {
+      if (reply.id === 0) {
+        if (reply.error !== undefined) {
+          stop(rebuilt(reply.error))
+          void worker.terminate()
+          return
+        }
+        opened = true
+        // From here the thread keeps the process alive only while an answer is awaited, so a
+        // process whose other work is done exits without closing the database, as it did in-thread.
+        if (waiting.size === 0) worker.unref()
+        resolveOpen(db)
+        return
+      }
+      const entry = waiting.get(reply.id)
+      if (entry === undefined) return
+      waiting.delete(reply.id)
+      if (waiting.size === 0) worker.unref()
+      if (reply.error !== undefined) entry.reject(rebuilt(reply.error))
+      else entry.resolve(reply)
+    })
+
+    const queryable = (tx: number | undefined): EmbeddedQueryable => ({
+      query: <T>(text: string, params?: ReadonlyArray<unknown>, options?: { readonly rowMode?: "array" | "object" }) =>
+        call({ id: next++, op: "query", text, params: params === undefined ? undefined : [...params], array: options?.rowMode === "array", tx })
+          .then((reply) => reply.result as Results<T>),
+      exec: (text) => call({ id: next++, op: "exec", text, tx }).then(() => undefined)
+    })
+
+    const db: EmbeddedDb = {
+      ...queryable(undefined),
+      transaction: async <A>(f: (tx: EmbeddedQueryable) => Promise<A>) => {
+        const tx = next++
+        await call({ id: tx, op: "begin" })
+        let value: A
+        try {
+          value = await f(queryable(tx))
+        } catch (cause) {
+          // A failed ROLLBACK (the thread gone) leaves `cause` the failure to report.
+          await call({ id: next++, op: "end", tx, commit: false }).catch(() => undefined)
+          throw cause
+        }
+        await call({ id: next++, op: "end", tx, commit: true })
+        return value
+      },
+      close: async () => {
+        if (ended !== undefined) return
+        try {
+          await call({ id: next++, op: "close" })
+        } finally {
+          stop(new Error("the embedded database is closed"))
+          await worker.terminate()
+        }
+      }
+    }
+  })

@@ -1,0 +1,117 @@
+/**
+ * The embedded database's own thread: PGlite (Postgres compiled to WASM) runs every statement
+ * here, so the thread that serves HTTP, MQTT and CoAP never waits on it. `embedded.ts` starts
+ * this file as a `worker_threads` Worker and speaks to it in `Request`/`Reply` messages.
+ *
+ * Only erasable TypeScript here: Node 24 (and Deno) run this file as it is, and `npm run build`
+ * compiles it beside `embedded.js`.
+ */
+import { PGlite, type Transaction } from "@electric-sql/pglite"
+import { parentPort, workerData } from "node:worker_threads"
+import type { Reply, Request, StartData, ThrownError } from "./embedded.ts"
+
+const port = parentPort
+if (port === null) throw new Error("pgliteWorker: not started as a worker thread")
+
+/** A failure as plain data: its message and every primitive field (`code`, `constraint`, `detail`…). */
+const thrown = (cause: unknown): ThrownError => {
+  const fields: Record<string, string | number | boolean> = {}
+  if (typeof cause === "object" && cause !== null) {
+    for (const [key, value] of Object.entries(cause)) {
+      if (typeof value === "string" || typeof value === "number" || typeof value === "boolean") fields[key] = value
+    }
+  }
+  return { message: cause instanceof Error ? cause.message : String(cause), fields }
+}
+
+const reply = (message: Reply) => port.postMessage(message)
+const fail = (id: number, cause: unknown) => reply({ id, error: thrown(cause) })
+
+/** The callback's way out of `PGlite.transaction` that rolls back without an error to report. */
+const ROLLBACK = Symbol("rollback")
+
+interface Open {
+  readonly tx: Transaction
+  readonly end: (commit: boolean) => void
+  readonly settled: Promise<void>
+}
+
+const start = async (data: StartData) => {
+  let db: PGlite
+  try {
+    db = await PGlite.create(data.dataDir === undefined ? undefined : { dataDir: data.dataDir })
+    await db.query("select 1")
+  } catch (cause) {
+    reply({ id: 0, error: thrown(cause) })
+    return
+  }
+  const open = new Map<number, Open>()
+  const target = (tx: number | undefined) => {
+    if (tx === undefined) return db
+    const entry = open.get(tx)
+    if (entry === undefined) throw new Error(`no open transaction ${tx} on the embedded database`)
+    return entry.tx
+  }
+
+  port.on("message", (request: Request) => {
+    const { id } = request
+    switch (request.op) {
+      case "query": {
+        let pending
+        try {
+          pending = target(request.tx).query(request.text, request.params, request.array ? { rowMode: "array" } : undefined)
+        } catch (cause) {
+          return fail(id, cause)
+        }
+        pending.then((result) => reply({ id, result }), (cause: unknown) => fail(id, cause))
+        return
+      }
+      case "exec": {
+        let pending
+        try {
+          pending = target(request.tx).exec(request.text)
+        } catch (cause) {
+          return fail(id, cause)
+        }
+        pending.then(() => reply({ id }), (cause: unknown) => fail(id, cause))
+        return
+      }
+      case "begin": {
+        // Opened when PGlite runs the callback (after BEGIN), held until an `end` settles it.
+        let opened = false
+        let settle!: { resolve: () => void; reject: (reason: unknown) => void }
+        const body = new Promise<void>((resolve, reject) => {
+          settle = { resolve, reject }
+        })
+        const settled = db.transaction((tx) => {
+          opened = true
+          open.set(id, { tx, end: (commit) => commit ? settle.resolve() : settle.reject(ROLLBACK), settled })
+          reply({ id })
+          return body
+        })
+        settled.catch((cause: unknown) => {
+          if (!opened) fail(id, cause)
+        })
+        return
+      }
+      case "end": {
+        const entry = open.get(request.tx)
+        if (entry === undefined) return fail(id, new Error(`no open transaction ${request.tx} on the embedded database`))
+        open.delete(request.tx)
+        entry.end(request.commit)
+        entry.settled.then(
+          () => reply({ id }),
+          (cause: unknown) => cause === ROLLBACK ? reply({ id }) : fail(id, cause)
+        )
+        return
+      }
+      case "close": {
+        db.close().then(() => reply({ id }), (cause: unknown) => fail(id, cause))
+        return
+      }
+    }
+  })
+  reply({ id: 0 })
+}
+
+void start(workerData as StartData)

@@ -1,0 +1,146 @@
+import { spawnSync } from "node:child_process"
+import { mkdtemp, rm, writeFile } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type EmbeddedDb, openEmbedded } from "../../src/store/embedded.ts"
+
+const ROOT = fileURLToPath(new URL("../../", import.meta.url))
+
+let root: string
+let db: EmbeddedDb
+beforeAll(async () => {
+  root = await mkdtemp(join(tmpdir(), "voltaic-embedded-"))
+  db = await openEmbedded(undefined)
+  await db.exec("CREATE TABLE things (id text PRIMARY KEY, n int8 NOT NULL, amount numeric, doc jsonb, raw bytea)")
+})
+afterAll(async () => {
+  await db.close()
+  await rm(root, { recursive: true, force: true })
+})
+
+/** The failure a promise rejected with. */
+const failure = async (promise: Promise<unknown>): Promise<Error & Record<string, unknown>> => {
+  try {
+    await promise
+  } catch (cause) {
+    if (cause instanceof Error) return cause as Error & Record<string, unknown>
+    throw new Error(`rejected with a non-Error: ${String(cause)}`)
+  }
+  throw new Error("expected a rejection")
+}
+
+describe("PGlite on its own thread", () => {
+  it("answers parameterised statements with the types PGlite parses, as objects or arrays", async () => {
+    await db.query("INSERT INTO things VALUES ($1, $2, $3, $4, $5)", ["a", 41, "1.25", { on: true, tags: ["x"] }, new Uint8Array([1, 2, 255])])
+    const result = await db.query<{ id: string; n: number; amount: string; doc: unknown; raw: Uint8Array }>(
+      "UPDATE things SET n = n + 1 WHERE id = $1 RETURNING *",
+      ["a"]
+    )
+    expect(result.affectedRows).toBe(1)
+    expect(result.command).toBe("UPDATE")
+    expect(result.rows).toEqual([{ id: "a", n: 42, amount: "1.25", doc: { on: true, tags: ["x"] }, raw: new Uint8Array([1, 2, 255]) }])
+    const arrays = await db.query<Array<unknown>>("SELECT id, n FROM things WHERE id = $1", ["a"], { rowMode: "array" })
+    expect(arrays.rows).toEqual([["a", 42]])
+    expect(arrays.fields.map((f) => f.name)).toEqual(["id", "n"])
+  })
+
+  it("rejects a failed statement with the database's code and fields, and goes on serving", async () => {
+    const error = await failure(db.query("INSERT INTO things (id, n) VALUES ($1, $2)", ["a", 1]))
+    expect(error.message).toMatch(/duplicate key value violates unique constraint/)
+    expect(error.code).toBe("23505")
+    expect(error.constraint).toBe("things_pkey")
+    expect(error.table).toBe("things")
+    const syntax = await failure(db.exec("SELEC 1"))
+    expect(syntax.code).toBe("42601")
+    expect((await db.query<{ n: number }>("SELECT n FROM things WHERE id = 'a'")).rows).toEqual([{ n: 42 }])
+  })
+
+  it("commits a transaction whose body resolves and rolls back one whose body rejects, with the body's own failure", async () => {
+    const value = await db.transaction(async (tx) => {
+      await tx.query("INSERT INTO things (id, n) VALUES ('b', 1)")
+      await tx.exec("UPDATE things SET n = 2 WHERE id = 'b'")
+      return "kept"
+    })
+    expect(value).toBe("kept")
+    const mine = new Error("the body gave up")
+    const thrown = await failure(db.transaction(async (tx) => {
+      await tx.query("INSERT INTO things (id, n) VALUES ('c', 1)")
+      await tx.query("UPDATE things SET n = 99 WHERE id = 'b'")
+      throw mine
+    }))
+    expect(thrown).toBe(mine)
+    // A failed statement inside rolls the whole transaction back too.
+    const duplicate = await failure(db.transaction(async (tx) => {
+      await tx.query("INSERT INTO things (id, n) VALUES ('d', 1)")
+      await tx.query("INSERT INTO things (id, n) VALUES ('b', 1)")
+    }))
+    expect(duplicate.code).toBe("23505")
+    expect((await db.query("SELECT id, n FROM things WHERE id IN ('b', 'c', 'd') ORDER BY id")).rows).toEqual([{ id: "b", n: 2 }])
+  })
+
+  it("runs a statement sent during a transaction after it ends, as PGlite does in-thread", async () => {
+    let outside: Promise<{ rows: Array<{ n: number }> }> | undefined
+    await db.transaction(async (tx) => {
+      await tx.query("UPDATE things SET n = 3 WHERE id = 'b'")
+      outside = db.query<{ n: number }>("SELECT n FROM things WHERE id = 'b'")
+      await tx.query("UPDATE things SET n = 4 WHERE id = 'b'")
+    })
+    expect((await outside)?.rows).toEqual([{ n: 4 }])
+  })
+
+  it("keeps this thread's event loop turning while a long statement runs", async () => {
+    let last = performance.now()
+    let widest = 0
+    const ticker = setInterval(() => {
+      const now = performance.now()
+      widest = Math.max(widest, now - last)
+      last = now
+    }, 1)
+    const started = performance.now()
+    await db.query("SELECT count(*) FROM generate_series(1, 3000000) AS g(i) WHERE i % 7 = 3")
+    const ended = performance.now()
+    clearInterval(ticker)
+    const took = ended - started
+    widest = Math.max(widest, ended - last)
+    // In-thread, the statement's whole run would be one gap between two ticks.
+    expect(widest).toBeLessThan(took / 2)
+  })
+
+  it("keeps its rows in a data directory across a close and a new open", async () => {
+    const dataDir = join(root, "data")
+    const first = await openEmbedded(dataDir)
+    await first.exec("CREATE TABLE kept (v text)")
+    await first.query("INSERT INTO kept VALUES ($1)", ["across a restart"])
+    await first.close()
+    expect(await failure(first.query("SELECT 1"))).toHaveProperty("message", "the embedded database is closed")
+    const second = await openEmbedded(dataDir)
+    expect((await second.query("SELECT v FROM kept")).rows).toEqual([{ v: "across a restart" }])
+    await second.close()
+  })
+
+  it("fails to open where no database can be made, saying why", async () => {
+    const notADirectory = join(root, "a-file")
+    await writeFile(notADirectory, "not a database")
+    const error = await failure(openEmbedded(notADirectory))
+    expect(error.message).not.toBe("")
+  })
+
+  it("holds the process open while an answer is awaited, and not once it is idle", () => {
+    // No close: the process must still get its answer, then exit by itself.
+    const script = [
+      `const { openEmbedded } = await import(${JSON.stringify(join(ROOT, "src/store/embedded.ts"))})`,
+      `const db = await openEmbedded(undefined)`,
+      `const { rows } = await db.query("SELECT 40 + 2 AS answer")`,
+      `console.log(rows[0].answer)`
+    ].join("\n")
+    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: ROOT,
+      encoding: "utf8",
+      timeout: 60_000
+    })
+    expect(child.signal).toBeNull()
+    expect({ status: child.status, stdout: child.stdout.trim() }).toEqual({ status: 0, stdout: "42" })
+  })
+})
