@@ -32,10 +32,11 @@ export const coreOn = <E, R>(bus: Layer.Layer<Bus, E, R>) => Layer.mergeAll(
   SetupLive,
   Ingest.layer,
   SignInGuard.layer,
-  DeviceReads.layer,
   // After the migrations: the runner endpoint's secret is a row of migration 0009.
   EntitiesLive.pipe(Layer.provideMerge(ClusterLive.pipe(Layer.provide(SetupLive))))
 ).pipe(
+  // Below ingest and the device buckets: a device created by an ingest, or leaving a bucket's memory, drops cached reads.
+  Layer.provideMerge(DeviceReads.layer),
   Layer.provideMerge(Layer.mergeAll(Writer.layer, bus, Activity.layer)),
   Layer.provideMerge(StoreLive),
   Layer.provideMerge(LogLevelLive)

@@ -21,6 +21,8 @@ export type ControlMessage =
   | { readonly type: "devices.changed"; readonly organisationId: string }
   /** Signs of life that stored nothing (MQTT sessions) moved these devices' `lastSeenAt`. */
   | { readonly type: "devices.seen"; readonly deviceIds: ReadonlyArray<string> }
+  /** These devices left their owner's memory, their rows written: their stored rows answer for them now. */
+  | { readonly type: "devices.left"; readonly deviceIds: ReadonlyArray<string> }
   /**
    * An MQTT client id connected on the broker `origin`: a connection elsewhere holding that id
    * for the same principal is closed, as aedes closes one within a process [MQTT-3.1.4-2].

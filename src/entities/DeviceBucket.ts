@@ -12,6 +12,7 @@ import { ResidentBuckets } from "./residents.ts"
 import { SpaceChanges } from "./spaceChanges.ts"
 import { Rules } from "./rules.ts"
 import { live as liveMetrics } from "../metrics.ts"
+import { DeviceReads } from "../store/DeviceReads.ts"
 
 /**
  * The device bucket entity: the devices of one bucket (`bucketOf`), each hosting its
@@ -56,6 +57,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     const sql = yield* Sql
     const rules = yield* Rules
     const residents = yield* ResidentBuckets
+    const reads = yield* DeviceReads
     const self = (yield* DeviceBucket.client)(bucket)
     const alerts = (yield* AlertBucket.client)(bucket)
     const spaceChanges = yield* SpaceChanges
@@ -221,8 +223,10 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
 
     // Idle devices leave memory. Apart from the messages, which is safe: the sweep is synchronous,
     // and leaves alone a device with anything pending (a wake-up, a liveness not stored, baselines).
+    // Their rows answer for them from here on: cached device pages holding them go (DeviceReads).
     yield* Effect.forkScoped(Effect.forever(Effect.delay(
-      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => host.sweep(now - PASSIVATE_AFTER_MS))),
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.flatMap(Effect.sync(() => host.sweep(now - PASSIVATE_AFTER_MS)), (gone) => reads.left(gone.map((d) => d.id)))),
       SWEEP_EVERY
     )))
     /** What `GetDevices` answers, and what this process reads of a bucket it hosts (`DeviceOwners`). */
@@ -239,7 +243,9 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         // behind alerts not applied is not written ahead of them).
         const dirty = [...host.devices.values()].filter((d) => d.dirty && d.pending === 0)
         if (dirty.length > 0) yield* writeDeviceRows(sql, dirty.map((device) => ({ device, liveness: device.reported, livenessAt: device.reportedAt })), yield* Clock.currentTimeMillis)
-        for (const id of [...host.devices.keys()]) host.forget(id)
+        const gone = [...host.devices.keys()]
+        for (const id of gone) host.forget(id)
+        yield* reads.left(gone)
       }).pipe(Effect.catchCause((cause) => Effect.logWarning(`device bucket ${bucket}: snapshots not written on the way out`, cause)))
     )
 

@@ -3,6 +3,7 @@ import type { Principal } from "../auth/Principal.ts"
 import { Bus } from "../bus/Bus.ts"
 import { Activity } from "./Activity.ts"
 import { makeDeviceResolver } from "./devices.ts"
+import { DeviceReads } from "../store/DeviceReads.ts"
 import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
 import { newId } from "../domain/ids.ts"
@@ -103,7 +104,9 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
       const writer = yield* Writer
       const bus = yield* Bus
       const activity = yield* Activity
-      const { resolveDevice, knownDevice, forget } = makeDeviceResolver(sql)
+      const reads = yield* DeviceReads
+      // A device created by its first event is one more in its organisation's lists.
+      const { resolveDevice, knownDevice, forget } = makeDeviceResolver(sql, (organisationId) => reads.changed(organisationId))
 
       const dataText = (data: unknown) => {
         if (data === undefined) return Effect.succeed(null)

@@ -14,7 +14,7 @@ const OWNER_CACHE_MAX = 100_000
  * Which device an envelope is for, checked against the sender's organisation, with the owners
  * of recently named devices cached (the common publish then needs no store at all).
  */
-export const makeDeviceResolver = (sql: SqlClient) => {
+export const makeDeviceResolver = (sql: SqlClient, created: (organisationId: string) => Effect.Effect<void>) => {
   const owners = new Map<string, string>()
 
   const remember = (deviceId: string, organisationId: string) => {
@@ -94,13 +94,15 @@ export const makeDeviceResolver = (sql: SqlClient) => {
   const deviceByCustomId = (organisationId: string, customId: string) =>
     Effect.gen(function*() {
       const now = Date.now()
-      const rows = yield* sql.query<{ id: string }>(
+      // xmax is 0 on a row this statement inserted, and the locking transaction's id on one it updated.
+      const rows = yield* sql.query<{ id: string; inserted: boolean }>(
         `INSERT INTO devices (id, organisation_id, secret_hash, name, custom_id, created_at, updated_at)
          VALUES ($1, $2, $3, $4, $4, $5, $5)
          ON CONFLICT (organisation_id, custom_id) WHERE custom_id IS NOT NULL DO UPDATE SET custom_id = EXCLUDED.custom_id
-         RETURNING id`,
+         RETURNING id, xmax = 0 AS inserted`,
         [newId("dev", now), organisationId, hashSecret(newSecret("d_sk")), customId, now]
       )
+      if (rows[0].inserted) yield* created(organisationId)
       remember(rows[0].id, organisationId)
       return rows[0].id
     })

@@ -1,7 +1,7 @@
 import { Context, Effect, Layer } from "effect"
 import { Bus } from "../bus/Bus.ts"
 import type { NotFound } from "../domain/errors.ts"
-import { getOne } from "./crud.ts"
+import { getOne, type Page } from "./crud.ts"
 import { deviceQuery } from "./devices.ts"
 import { Sql, type SqlError } from "./Sql.ts"
 
@@ -20,9 +20,22 @@ import { Sql, type SqlError } from "./Sql.ts"
  *
  * The TTL only bounds what a lost cross-process message (the NATS bus is at-most-once) could
  * leave stale. A miss or an unknown id is never cached.
+ *
+ * Pages of `GET /devices` are cached the same way, keyed by organisation and query, with the
+ * machine's stored row of each device (what answers its live fields while no owner holds it):
+ *
+ * - a device created (through the API or by an ingest naming a new `customId`), changed or
+ *   deleted drops its organisation's pages, as above;
+ * - a delivery or sign of life drops the pages holding that device, and every page ordered by
+ *   `lastSeenAt` (its order may have changed);
+ * - a device leaving its owner's memory drops the pages holding it (`left`): its row, written on
+ *   the way out, is what answers for it from then on; while an owner holds it the owner answers;
+ * - a page read while anything was dropped is not stored (an epoch counts the drops).
  */
 const TTL_MS = 30_000
 const MAX_ENTRIES = 50_000
+/** Devices held in cached pages, in all (~2 KB each): the oldest pages go first past it. */
+const MAX_PAGE_ITEMS = 20_000
 
 interface Entry {
   readonly organisationId: string
@@ -34,10 +47,33 @@ interface Entry {
 export interface DeviceReadsService {
   /** The device as JSON text, from the cache or the store; another organisation's id is NotFound. */
   json(organisationId: string, id: string): Effect.Effect<string, NotFound | SqlError>
-  /** Something an organisation's devices embed changed: drop them in every process. */
+  /**
+   * A page of `GET /devices` from the cache, or from `load` (then kept, unless something was
+   * dropped meanwhile). `key` names the organisation and the whole query; `bySeen`: the page is
+   * ordered by `lastSeenAt`.
+   */
+  page<T extends { readonly id: string }, E, R>(
+    organisationId: string,
+    key: string,
+    bySeen: boolean,
+    load: Effect.Effect<Page<T>, E, R>
+  ): Effect.Effect<Page<T>, E, R>
+  /** Something an organisation's devices embed changed, or it has a device more: drop them in every process. */
   changed(organisationId: string): Effect.Effect<void>
+  /** These devices left their owner's memory, their rows written: drop the pages holding them, in every process. */
+  left(deviceIds: ReadonlyArray<string>): Effect.Effect<void>
   /** Entries held now (tests, metrics). */
   readonly size: () => number
+  /** Pages held now (tests). */
+  readonly pages: () => number
+}
+
+interface PageEntry {
+  readonly organisationId: string
+  /** Devices as read from the store (`DeviceRead`, with their stored rows), as the page's caller reads them. */
+  readonly page: Page<{ readonly id: string }>
+  readonly bySeen: boolean
+  readonly until: number
 }
 
 export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService>()("voltaic/store/DeviceReads") {
@@ -48,15 +84,51 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
       const bus = yield* Bus
       const entries = new Map<string, Entry>()
 
+      const pages = new Map<string, PageEntry>()
+      /** Device id → keys of the cached pages holding it. */
+      const pagesOf = new Map<string, Set<string>>()
+      let pageItems = 0
+      /** Counts what was dropped: a page read across a drop is not kept. */
+      let epoch = 0
+
+      const dropPage = (key: string) => {
+        const entry = pages.get(key)
+        if (entry === undefined) return
+        pages.delete(key)
+        pageItems -= entry.page.items.length
+        for (const device of entry.page.items) {
+          const keys = pagesOf.get(device.id)
+          if (keys === undefined) continue
+          keys.delete(key)
+          if (keys.size === 0) pagesOf.delete(device.id)
+        }
+      }
+      const dropPagesWhere = (test: (entry: PageEntry) => boolean) => {
+        epoch++
+        for (const [key, entry] of pages) if (test(entry)) dropPage(key)
+      }
+      const dropPagesHolding = (deviceIds: Iterable<string>) => {
+        epoch++
+        for (const id of deviceIds) {
+          const keys = pagesOf.get(id)
+          if (keys !== undefined) for (const key of [...keys]) dropPage(key)
+        }
+      }
       const dropOrganisation = (organisationId: string) => {
         for (const [id, entry] of entries) if (entry.organisationId === organisationId) entries.delete(id)
+        dropPagesWhere((entry) => entry.organisationId === organisationId)
       }
-      yield* bus.onDelivery((delivery) => {
-        entries.delete(delivery.deviceId)
-      })
+      /** A device's `lastSeenAt` moved: its own entries, and every page ordered by it (of `organisationId`, when known). */
+      const seen = (deviceIds: ReadonlyArray<string>, organisationId: string | undefined) => {
+        for (const id of deviceIds) entries.delete(id)
+        dropPagesHolding(deviceIds)
+        dropPagesWhere((entry) => entry.bySeen && (organisationId === undefined || entry.organisationId === organisationId))
+      }
+      yield* bus.onDelivery((delivery) => seen([delivery.deviceId], delivery.organisationId))
       yield* bus.onControl((message) => {
         if (message.type === "devices.changed") dropOrganisation(message.organisationId)
-        else if (message.type === "devices.seen") for (const id of message.deviceIds) entries.delete(id)
+        else if (message.type === "devices.seen") seen(message.deviceIds, undefined)
+        else if (message.type === "devices.left") dropPagesHolding(message.deviceIds)
       })
 
       const evict = () => {
@@ -91,14 +163,55 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
           )
         })
 
+      const keep = (key: string, entry: PageEntry) => {
+        dropPage(key)
+        pages.set(key, entry)
+        pageItems += entry.page.items.length
+        for (const device of entry.page.items) {
+          const keys = pagesOf.get(device.id)
+          if (keys === undefined) pagesOf.set(device.id, new Set([key]))
+          else keys.add(key)
+        }
+        // Insertion order: the oldest pages go until the rest fit.
+        for (const oldest of pages.keys()) {
+          if (pageItems <= MAX_PAGE_ITEMS || oldest === key) break
+          dropPage(oldest)
+        }
+      }
+
+      const page = <T extends { readonly id: string }, E, R>(
+        organisationId: string,
+        key: string,
+        bySeen: boolean,
+        load: Effect.Effect<Page<T>, E, R>
+      ): Effect.Effect<Page<T>, E, R> =>
+        Effect.suspend(() => {
+          const now = Date.now()
+          const found = pages.get(key)
+          // The key names the query, and one query is always read by the same resource's list.
+          if (found !== undefined && found.until > now) return Effect.succeed(found.page as Page<T>)
+          const started = epoch
+          return Effect.tap(load, (loaded) =>
+            Effect.sync(() => {
+              if (epoch === started) keep(key, { organisationId, page: loaded, bySeen, until: now + TTL_MS })
+            }))
+        })
+
       return DeviceReads.of({
         json,
+        page,
         changed: (organisationId) =>
           Effect.andThen(
             Effect.sync(() => dropOrganisation(organisationId)),
             bus.control({ type: "devices.changed", organisationId })
           ),
-        size: () => entries.size
+        left: (deviceIds) =>
+          deviceIds.length === 0 ? Effect.void : Effect.andThen(
+            Effect.sync(() => dropPagesHolding(deviceIds)),
+            bus.control({ type: "devices.left", deviceIds })
+          ),
+        size: () => entries.size,
+        pages: () => pages.size
       })
     })
   )

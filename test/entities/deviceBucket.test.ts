@@ -6,6 +6,8 @@ import { TestClock } from "effect/testing"
 import { describe, expect, it } from "vitest"
 import { DeviceOwners } from "../../src/entities/DeviceOwners.ts"
 import { bucketOf, DeviceBucket, type Sign, Space } from "../../src/entities/protocol.ts"
+import { PASSIVATE_AFTER_MS } from "../../src/entities/DeviceBucket.ts"
+import { DeviceReads } from "../../src/store/DeviceReads.ts"
 import { Activity } from "../../src/ingest/Activity.ts"
 import { createPostgresDatabase, STORE_KINDS } from "../support/databases.ts"
 import {
@@ -204,6 +206,33 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       expect(yield* stored(a)).toMatchObject({ liveness: "other" })
       yield* advance("30 seconds")
       expect(yield* alertsOf(slow)).toHaveLength(2)
+    })), 60_000)
+
+  it("devices leaving memory drop the cached device pages holding them, and no others", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      const [idle, other] = yield* newDevices(org, 2)
+      // Not watched (no offline rule): idle past PASSIVATE_AFTER_MS, it leaves memory at a sweep.
+      yield* seen(org, [idle], T0)
+      expect(yield* live(idle)).toMatchObject({ state: "unwatched" })
+      const reads = yield* DeviceReads
+      let loads = 0
+      const page = (id: string) =>
+        reads.page(org, `test ${id}`, false, Effect.sync(() => {
+          loads++
+          return { items: [{ id }], total: 1 }
+        }))
+      yield* page(idle)
+      yield* page(other)
+      yield* page(idle)
+      expect({ loads, pages: reads.pages() }).toEqual({ loads: 2, pages: 2 })
+      yield* advance(PASSIVATE_AFTER_MS + 90_000, "1 second")
+      expect(yield* live(idle)).toBeUndefined()
+      expect(reads.pages()).toBe(1)
+      yield* page(other)
+      expect(loads).toBe(2)
+      yield* page(idle)
+      expect(loads).toBe(3)
     })), 60_000)
 
   it("threshold and anomaly rules raise from the events they watch; an auto-resolving one clears", () =>

@@ -85,6 +85,84 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
     expect(Object.keys(listed)).not.toContain("stored")
   })
 
+  const pages = () => Context.get(t.context, DeviceReads).pages()
+  const names = (body: Array<{ name: string }>) => body.map((d) => d.name)
+
+  it("serves a repeated list from the cache, and shows a device created, updated or deleted at once", async () => {
+    const space = (await call("POST", "/spaces", { name: "Listed" })).body
+    const path = `/devices?space.id=${space.id}&limit=20&order=name&sort=ASC`
+    await call("POST", "/devices", { name: "a", space: { id: space.id } })
+    const first = await call("GET", path)
+    expect(names(first.body)).toEqual(["a"])
+    expect(first.headers.get("x-total-count")).toBe("1")
+    const held = pages()
+    expect(held).toBeGreaterThan(0)
+    expect((await call("GET", path)).body).toEqual(first.body)
+    expect(pages()).toBe(held)
+
+    const b = (await call("POST", "/devices", { name: "b", space: { id: space.id } })).body
+    const two = await call("GET", path)
+    expect(names(two.body)).toEqual(["a", "b"])
+    expect(two.headers.get("x-total-count")).toBe("2")
+    await call("PUT", `/devices/${b.id}`, { name: "c" })
+    expect(names((await call("GET", path)).body)).toEqual(["a", "c"])
+    await call("PUT", `/spaces/${space.id}`, { name: "Listed 2" })
+    expect((await call("GET", path)).body.map((d: { space: { name: string } }) => d.space.name)).toEqual(["Listed 2", "Listed 2"])
+    await call("DELETE", `/devices/${b.id}`)
+    const one = await call("GET", path)
+    expect(names(one.body)).toEqual(["a"])
+    expect(one.headers.get("x-total-count")).toBe("1")
+  })
+
+  it("shows a device an ingest created by its new customId at once", async () => {
+    const path = `/devices?search=auto-${kind}`
+    expect((await call("GET", path)).body).toEqual([])
+    const posted = await call("POST", "/events", { name: "boot", device: { customId: `auto-${kind}-1` } })
+    expect(posted.status).toBe(200)
+    const listed = await call("GET", path)
+    expect(listed.body.map((d: { customId: string }) => d.customId)).toEqual([`auto-${kind}-1`])
+    expect(listed.body[0].lastSeenAt).toBe(posted.body.timestamp)
+  })
+
+  it("reorders a list by lastSeenAt at once when a device is seen, and shows its lastSeenAt", async () => {
+    const space = (await call("POST", "/spaces", { name: "Seen" })).body
+    const x = (await call("POST", "/devices", { name: "x", space: { id: space.id } })).body
+    const y = (await call("POST", "/devices", { name: "y", space: { id: space.id } })).body
+    const path = `/devices?space.id=${space.id}&order=lastSeenAt&sort=DESC`
+    const ping = async (key: string) => {
+      expect((await call("POST", "/events", { name: "ping" }, key)).status).toBe(200)
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    await ping(x.secretKey)
+    await ping(y.secretKey)
+    const before = (await call("GET", path)).body
+    expect(names(before)).toEqual(["y", "x"])
+    expect((await call("GET", path)).body).toEqual(before)
+    // A page without the device seen changes too.
+    expect(names((await call("GET", `${path}&limit=1`)).body)).toEqual(["y"])
+    await ping(x.secretKey)
+    expect(names((await call("GET", `${path}&limit=1`)).body)).toEqual(["x"])
+    const after = (await call("GET", path)).body
+    expect(names(after)).toEqual(["x", "y"])
+    expect(after[0].lastSeenAt).toBeGreaterThan(before[0].lastSeenAt)
+  })
+
+  it("answers a cached page's device from its row once it left its owner's memory", async () => {
+    const space = (await call("POST", "/spaces", { name: "Asleep" })).body
+    const device = (await call("POST", "/devices", { name: "dozing", space: { id: space.id } })).body
+    const path = `/devices?space.id=${space.id}`
+    expect((await call("GET", path)).body[0].live).toEqual({ isOnline: false, state: "unknown", lastSeenAt: null })
+    // What an owner leaves behind: the machine's snapshot in its row, then `left` (DeviceBucket's sweep).
+    const sql = Context.get(t.context, Sql)
+    await Effect.runPromise(sql.query(
+      `INSERT INTO device_actors (device_id, snapshot, liveness, liveness_at, updated_at)
+       VALUES ($1, $2::text::jsonb, 'offline', 5000, 5000)`,
+      [device.id, JSON.stringify({ status: "active", value: "offline", context: { deviceId: device.id, lastSeenAt: 4000 } })]
+    ))
+    await Effect.runPromise(Context.get(t.context, DeviceReads).left([device.id]))
+    expect((await call("GET", path)).body[0]).toMatchObject({ lastSeenAt: 4000, live: { isOnline: false, state: "offline", lastSeenAt: 4000 } })
+  })
+
   it("never answers another organisation's device from the cache", async () => {
     const device = (await call("POST", "/devices", { name: "mine", space: { id: home } })).body
     expect((await call("GET", `/devices/${device.id}`)).status).toBe(200)
@@ -132,5 +210,15 @@ describe("cached device reads across two processes on NATS and Postgres", () => 
     await until(async () => (await two.call("GET", `/devices/${device.id}`, { key: BOOTSTRAP_KEY })).body.name === "after")
     await one.call("POST", "/events", { key: device.secretKey, body: { name: "ping" } })
     await until(async () => typeof (await two.call("GET", `/devices/${device.id}`, { key: BOOTSTRAP_KEY })).body.lastSeenAt === "number")
+  })
+
+  it("a device created on one process shows in the other's cached list", async () => {
+    const space = (await one.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Shared" } })).body
+    const path = `/devices?space.id=${space.id}`
+    await one.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "first", space: { id: space.id } } })
+    expect((await two.call("GET", path, { key: BOOTSTRAP_KEY })).body).toHaveLength(1)
+    expect((await two.call("GET", path, { key: BOOTSTRAP_KEY })).body).toHaveLength(1)
+    await one.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "second", space: { id: space.id } } })
+    await until(async () => (await two.call("GET", path, { key: BOOTSTRAP_KEY })).body.length === 2)
   })
 })

@@ -108,11 +108,14 @@ export const registryRoutes = (api: Api): void => {
           const sql = yield* Sql
           const secretKey = newSecret("d_sk")
           const id = yield* insertRow(sql, devicesTable, organisationId, body, { secret_hash: hashSecret(secretKey) })
+          // One device more: the organisation's cached pages of devices go.
+          yield* devicesChanged(organisationId)
           const [device] = yield* withLive([yield* getOne(sql, deviceQuery, organisationId, id)])
           return { ...device, secretKey }
         })
     },
     readOne: readDevice,
+    cachedList: (organisationId, key, order, load) => DeviceReads.use((reads) => reads.page(organisationId, key, order === "lastSeenAt", load)),
     present: withLive,
     afterDelete: forgetDevice,
     // A device created, moved to another space or deleted takes its liveness and open alerts along.

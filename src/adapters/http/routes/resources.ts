@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
-import { deleteRow, getOne, insertRow, listOf, type ResourceQuery, type Table, updateRow } from "../../../store/crud.ts"
+import { deleteRow, getOne, insertRow, listOf, type ListParams, type Page, type ResourceQuery, type Table, updateRow } from "../../../store/crud.ts"
 import { Sql, type SqlClient, type SqlError } from "../../../store/Sql.ts"
 import { reseedSpaces } from "../../../entities/spaceReads.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
@@ -43,6 +43,16 @@ export interface ResourceSpec<T> {
    * to reseed once it is committed. A create changes none.
    */
   readonly spacesOf?: (sql: SqlClient, organisationId: string, id: string) => Effect.Effect<ReadonlyArray<string>, SqlError>
+  /**
+   * Answers a list page from a cache, reading it with `load` on a miss (devices: DeviceReads).
+   * `key` names the organisation and the whole query; `order` is the query's `order`.
+   */
+  readonly cachedList?: (
+    organisationId: string,
+    key: string,
+    order: string,
+    load: Effect.Effect<Page<T>, SqlError>
+  ) => Effect.Effect<Page<T>, SqlError, HttpServices>
   /** Completes what the store query read before it is answered (spaces: live counts from their entities). */
   readonly present?: (items: ReadonlyArray<T>) => Effect.Effect<Array<T>, SqlError, HttpServices>
 }
@@ -165,14 +175,14 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         if (q["organisation.id"] !== undefined && q["organisation.id"] !== principal.organisationId) {
           return listReply({ items: [], total: 0 }, spec.plural)
         }
-        const page = yield* listOf(
-          sql,
-          spec.query,
-          principal.organisationId,
-          Object.entries(filters).map(([param, column]) => [column, q[param]] as const),
-          { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until },
-          spec.search === undefined ? undefined : { columns: spec.search.columns, text: typeof q.search === "string" ? q.search : undefined }
-        )
+        const organisationId = principal.organisationId
+        const filterValues = Object.entries(filters).map(([param, column]) => [column, q[param]] as const)
+        const list: ListParams = { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until }
+        const search = spec.search === undefined ? undefined : { columns: spec.search.columns, text: typeof q.search === "string" ? q.search : undefined }
+        const load = listOf(sql, spec.query, organisationId, filterValues, list, search)
+        const page = spec.cachedList === undefined
+          ? yield* load
+          : yield* spec.cachedList(organisationId, JSON.stringify([organisationId, filterValues, list, search?.text ?? null]), q.order, load)
         const items = spec.present === undefined ? page.items : yield* spec.present(page.items)
         return listReply({ items, total: page.total }, spec.plural)
       })
