@@ -21,20 +21,22 @@ import { Sql, type SqlError } from "./Sql.ts"
  * The TTL only bounds what a lost cross-process message (the NATS bus is at-most-once) could
  * leave stale. A miss or an unknown id is never cached.
  *
- * Pages of `GET /devices` are cached the same way, keyed by organisation and query, with the
- * machine's stored row of each device (what answers its live fields while no owner holds it):
+ * Pages of `GET /devices` and `GET /events` are cached the same way, keyed by organisation and
+ * query; a device page with the machine's stored row of each device (what answers its live
+ * fields while no owner holds it). A page holds devices: a device page its own, an events page
+ * the device it lists (none for an organisation's events):
  *
  * - a device created (through the API or by an ingest naming a new `customId`), changed or
  *   deleted drops its organisation's pages, as above;
- * - a delivery or sign of life drops the pages holding that device, and every page ordered by
- *   `lastSeenAt` (its order may have changed);
+ * - a delivery or sign of life drops the pages holding that device, and every page any sign of
+ *   life of the organisation may change (devices ordered by `lastSeenAt`, an organisation's events);
  * - a device leaving its owner's memory drops the pages holding it (`left`): its row, written on
  *   the way out, is what answers for it from then on; while an owner holds it the owner answers;
  * - a page read while anything was dropped is not stored (an epoch counts the drops).
  */
 const TTL_MS = 30_000
 const MAX_ENTRIES = 50_000
-/** Devices held in cached pages, in all (~2 KB each): the oldest pages go first past it. */
+/** Items of cached pages, in all (a device ~2 KB, an event less): the oldest pages go first past it. */
 const MAX_PAGE_ITEMS = 20_000
 
 interface Entry {
@@ -48,14 +50,13 @@ export interface DeviceReadsService {
   /** The device as JSON text, from the cache or the store; another organisation's id is NotFound. */
   json(organisationId: string, id: string): Effect.Effect<string, NotFound | SqlError>
   /**
-   * A page of `GET /devices` from the cache, or from `load` (then kept, unless something was
-   * dropped meanwhile). `key` names the organisation and the whole query; `bySeen`: the page is
-   * ordered by `lastSeenAt`.
+   * A page of a list from the cache, or from `load` (then kept, unless something was dropped
+   * meanwhile). `key` names the list, the organisation and the whole query.
    */
-  page<T extends { readonly id: string }, E, R>(
+  page<T, E, R>(
     organisationId: string,
     key: string,
-    bySeen: boolean,
+    holds: PageHolds<T>,
     load: Effect.Effect<Page<T>, E, R>
   ): Effect.Effect<Page<T>, E, R>
   /** Something an organisation's devices embed changed, or it has a device more: drop them in every process. */
@@ -68,11 +69,20 @@ export interface DeviceReadsService {
   readonly pages: () => number
 }
 
+/** Which devices' signs of life change a page. */
+export interface PageHolds<T> {
+  /** The devices it holds. */
+  readonly devices: (page: Page<T>) => ReadonlyArray<string>
+  /** Any sign of life of the organisation may change it (devices ordered by `lastSeenAt`, an organisation's events). */
+  readonly anySign: boolean
+}
+
 interface PageEntry {
   readonly organisationId: string
-  /** Devices as read from the store (`DeviceRead`, with their stored rows), as the page's caller reads them. */
-  readonly page: Page<{ readonly id: string }>
-  readonly bySeen: boolean
+  /** As `load` read it (devices: `DeviceRead`, with their stored rows); the key names what it is. */
+  readonly page: Page<unknown>
+  readonly devices: ReadonlyArray<string>
+  readonly anySign: boolean
   readonly until: number
 }
 
@@ -96,11 +106,11 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         if (entry === undefined) return
         pages.delete(key)
         pageItems -= entry.page.items.length
-        for (const device of entry.page.items) {
-          const keys = pagesOf.get(device.id)
+        for (const id of entry.devices) {
+          const keys = pagesOf.get(id)
           if (keys === undefined) continue
           keys.delete(key)
-          if (keys.size === 0) pagesOf.delete(device.id)
+          if (keys.size === 0) pagesOf.delete(id)
         }
       }
       const dropPagesWhere = (test: (entry: PageEntry) => boolean) => {
@@ -122,7 +132,7 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
       const seen = (deviceIds: ReadonlyArray<string>, organisationId: string | undefined) => {
         for (const id of deviceIds) entries.delete(id)
         dropPagesHolding(deviceIds)
-        dropPagesWhere((entry) => entry.bySeen && (organisationId === undefined || entry.organisationId === organisationId))
+        dropPagesWhere((entry) => entry.anySign && (organisationId === undefined || entry.organisationId === organisationId))
       }
       yield* bus.onDelivery((delivery) => seen([delivery.deviceId], delivery.organisationId))
       yield* bus.onControl((message) => {
@@ -167,9 +177,9 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         dropPage(key)
         pages.set(key, entry)
         pageItems += entry.page.items.length
-        for (const device of entry.page.items) {
-          const keys = pagesOf.get(device.id)
-          if (keys === undefined) pagesOf.set(device.id, new Set([key]))
+        for (const id of entry.devices) {
+          const keys = pagesOf.get(id)
+          if (keys === undefined) pagesOf.set(id, new Set([key]))
           else keys.add(key)
         }
         // Insertion order: the oldest pages go until the rest fit.
@@ -179,10 +189,10 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         }
       }
 
-      const page = <T extends { readonly id: string }, E, R>(
+      const page = <T, E, R>(
         organisationId: string,
         key: string,
-        bySeen: boolean,
+        holds: PageHolds<T>,
         load: Effect.Effect<Page<T>, E, R>
       ): Effect.Effect<Page<T>, E, R> =>
         Effect.suspend(() => {
@@ -193,7 +203,8 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
           const started = epoch
           return Effect.tap(load, (loaded) =>
             Effect.sync(() => {
-              if (epoch === started) keep(key, { organisationId, page: loaded, bySeen, until: now + TTL_MS })
+              if (epoch !== started) return
+              keep(key, { organisationId, page: loaded, devices: holds.devices(loaded), anySign: holds.anySign, until: now + TTL_MS })
             }))
         })
 

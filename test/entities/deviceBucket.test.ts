@@ -218,7 +218,7 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       const reads = yield* DeviceReads
       let loads = 0
       const page = (id: string) =>
-        reads.page(org, `test ${id}`, false, Effect.sync(() => {
+        reads.page(org, `test ${id}`, { devices: (p) => p.items.map((d) => d.id), anySign: false }, Effect.sync(() => {
           loads++
           return { items: [{ id }], total: 1 }
         }))

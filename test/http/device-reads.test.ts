@@ -163,6 +163,40 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
     expect((await call("GET", path)).body[0]).toMatchObject({ lastSeenAt: 4000, live: { isOnline: false, state: "offline", lastSeenAt: 4000 } })
   })
 
+  it("serves a device's events list from the cache, shows its new event at once, and still refuses another organisation", async () => {
+    const a = (await call("POST", "/devices", { name: "ev-a", space: { id: home } })).body
+    const b = (await call("POST", "/devices", { name: "ev-b", space: { id: home } })).body
+    const post = async (key: string, name: string) => expect((await call("POST", "/events", { name, data: 1 }, key)).status).toBe(200)
+    await post(a.secretKey, "one")
+    const mine = `/events?device.id=${a.id}&limit=100`
+    const first = (await call("GET", mine)).body
+    expect(first.events.map((e: { name: string }) => e.name)).toEqual(["one"])
+    expect(first.count).toBe(1)
+    const held = pages()
+    expect((await call("GET", mine)).body).toEqual(first)
+    expect(pages()).toBe(held)
+    // The device reads its own history (a page of its own key: the same rows).
+    expect((await call("GET", "/events?limit=100", undefined, a.secretKey)).body).toEqual(first)
+
+    await post(a.secretKey, "two")
+    const second = (await call("GET", mine)).body
+    expect(second.events.map((e: { name: string }) => e.name).sort()).toEqual(["one", "two"])
+    expect(second.count).toBe(2)
+    // Another device's event leaves a's page where it was.
+    const b1 = (await call("GET", `/events?device.id=${b.id}&limit=100`)).body
+    const before = pages()
+    await post(b.secretKey, "three")
+    expect(pages()).toBe(before - 1)
+    expect((await call("GET", `/events?device.id=${b.id}&limit=100`)).body.count).toBe(b1.count + 1)
+    expect((await call("GET", mine)).body).toEqual(second)
+
+    const other = await call("POST", "/organisations", {
+      name: "Elsewhere",
+      owner: { emailAddress: `ev-${kind}@example.com`, fullName: "E Owner", password: "elsewhere owner password" }
+    })
+    expect((await call("GET", mine, undefined, other.body.apiKey.secretKey)).status).toBe(404)
+  })
+
   it("never answers another organisation's device from the cache", async () => {
     const device = (await call("POST", "/devices", { name: "mine", space: { id: home } })).body
     expect((await call("GET", `/devices/${device.id}`)).status).toBe(200)

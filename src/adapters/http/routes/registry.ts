@@ -115,7 +115,10 @@ export const registryRoutes = (api: Api): void => {
         })
     },
     readOne: readDevice,
-    cachedList: (organisationId, key, order, load) => DeviceReads.use((reads) => reads.page(organisationId, key, order === "lastSeenAt", load)),
+    cachedList: (organisationId, key, order, load) =>
+      DeviceReads.use((reads) =>
+        reads.page(organisationId, `devices ${key}`, { devices: (page) => page.items.map((d) => d.id), anySign: order === "lastSeenAt" }, load)
+      ),
     present: withLive,
     afterDelete: forgetDevice,
     // A device created, moved to another space or deleted takes its liveness and open alerts along.

@@ -5,8 +5,9 @@ import { Forbidden, InvalidInput, NotFound, PayloadTooLarge } from "../../../dom
 import { Ingest } from "../../../ingest/Ingest.ts"
 import { parseJsonOrText } from "../../../ingest/payload.ts"
 import { eventInput, locationInput, MAX_EVENT_FILE_BYTES } from "../../../ingest/schemas.ts"
-import { getOne, listOf } from "../../../store/crud.ts"
-import { Sql } from "../../../store/Sql.ts"
+import { getOne, type ListParams, listOf } from "../../../store/crud.ts"
+import { DeviceReads } from "../../../store/DeviceReads.ts"
+import { Sql, type SqlError } from "../../../store/Sql.ts"
 import { eventQuery, locationQuery } from "../../../store/traffic.ts"
 import type { EventFile } from "../../../store/Writer.ts"
 import { idParams, listParams } from "../params.ts"
@@ -47,6 +48,24 @@ const historyDevice = (principal: Principal, deviceId: string | undefined) => {
   return deviceId === undefined
     ? Effect.fail(new InvalidInput({ field: "device.id", message: "device.id: is required" }))
     : deviceOfOrganisation(principal, deviceId)
+}
+
+/**
+ * `historyDevice` with the store's check apart: the device whose history is read, and the check
+ * that it is the organisation's (none for a device key, which reads itself).
+ */
+const historyOf = (
+  principal: Principal,
+  deviceId: string | undefined
+): Effect.Effect<{ readonly deviceId: string; readonly check: Effect.Effect<unknown, NotFound | SqlError, Sql> }, Forbidden | InvalidInput> => {
+  if (principal.kind === "device") {
+    return deviceId !== undefined && deviceId !== principal.id
+      ? Effect.fail(new Forbidden({ message: "a device key may only read its own device" }))
+      : Effect.succeed({ deviceId: principal.id, check: Effect.void })
+  }
+  return deviceId === undefined
+    ? Effect.fail(new InvalidInput({ field: "device.id", message: "device.id: is required" }))
+    : Effect.succeed({ deviceId, check: deviceOfOrganisation(principal, deviceId) })
 }
 
 /** A device key reads only its own device's events and locations: another's is 403, as its device would be. */
@@ -155,12 +174,20 @@ export const trafficRoutes = (api: Api): void => {
     response: z.object({ events: z.array(eventSchema), count: z.number().int() }),
     handler: ({ principal, query }) =>
       Effect.gen(function*() {
-        const deviceId = yield* historyDevice(principal, query["device.id"])
-        const page = yield* Sql.use((sql) =>
-          listOf(sql, eventQuery, principal.organisationId, [["device_id", deviceId], ["name", query.name]], {
-            ...query,
-            orderBy: eventQuery.order[query.order]
-          })
+        const { deviceId, check } = yield* historyOf(principal, query["device.id"])
+        const organisationId = principal.organisationId
+        const filters = [["device_id", deviceId], ["name", query.name]] as const
+        const list: ListParams = { ...query, orderBy: eventQuery.order[query.order] }
+        // Cached, with the check that the device is the organisation's (a device of another is
+        // never a page, so it stays 404): a new event of the device (its delivery) drops the
+        // page, and so does the device deleted (its events with it: devices.changed).
+        const page = yield* DeviceReads.use((reads) =>
+          reads.page(
+            organisationId,
+            `events ${JSON.stringify([organisationId, filters, list])}`,
+            { devices: () => [deviceId], anySign: false },
+            Effect.andThen(check, Sql.use((sql) => listOf(sql, eventQuery, organisationId, filters, list)))
+          )
         )
         return listReply(page, "events")
       })
