@@ -74,16 +74,34 @@ const rebuilt = (error: ThrownError): Error => Object.assign(new Error(error.mes
 /** The worker's file beside this one: `.ts` when run from the sources, `.js` when built. */
 const workerUrl = () => new URL(`./pgliteWorker${extname(fileURLToPath(import.meta.url))}`, import.meta.url)
 
+/** Flags of the process a worker takes too and must: how modules load (tsx's loader, with the sources). */
+const LOADING_WITH_VALUE = new Set(["--import", "--require", "-r", "--loader", "--experimental-loader", "--conditions", "-C"])
+const LOADING = new Set(["--experimental-strip-types", "--no-experimental-strip-types", "--experimental-transform-types", "--enable-source-maps"])
+
+/**
+ * The process's flags a worker is started with: those that say how modules load. A worker
+ * inherits all of them by default and refuses to start on others (V8's heap flags, which
+ * `npm start` sets and which hold for the whole process anyway; `--input-type` of `node -e`).
+ */
+export const workerFlags = (execArgv: ReadonlyArray<string>): Array<string> => {
+  const kept: Array<string> = []
+  for (let i = 0; i < execArgv.length; i++) {
+    const flag = execArgv[i]
+    const name = flag.split("=", 1)[0]
+    if (LOADING.has(flag)) kept.push(flag)
+    else if (LOADING_WITH_VALUE.has(name)) {
+      kept.push(flag)
+      if (!flag.includes("=") && i + 1 < execArgv.length) kept.push(execArgv[++i])
+    }
+  }
+  return kept
+}
+
 /** Opens PGlite in `dataDir` (in memory when undefined) on its own thread. */
 export const openEmbedded = (dataDir: string | undefined): Promise<EmbeddedDb> =>
   new Promise((resolveOpen, rejectOpen) => {
     const start: StartData = { dataDir }
-    const worker = new Worker(workerUrl(), {
-      workerData: start,
-      // The process's flags reach the thread (a TypeScript loader such as tsx's, with the
-      // sources), except `--input-type`, which only `node -e` takes and a worker refuses.
-      execArgv: process.execArgv.filter((flag) => !flag.startsWith("--input-type"))
-    })
+    const worker = new Worker(workerUrl(), { workerData: start, execArgv: workerFlags(process.execArgv) })
     const waiting = new Map<number, { resolve: (reply: Reply) => void; reject: (error: Error) => void }>()
     let next = 1
     let opened = false

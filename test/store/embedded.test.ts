@@ -1,10 +1,11 @@
 import { spawnSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { mkdtemp, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type EmbeddedDb, openEmbedded } from "../../src/store/embedded.ts"
+import { type EmbeddedDb, openEmbedded, workerFlags } from "../../src/store/embedded.ts"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
@@ -127,6 +128,13 @@ describe("PGlite on its own thread", () => {
     expect(error.message).not.toBe("")
   })
 
+  it("starts its thread with the process's module-loading flags only", () => {
+    expect(workerFlags([
+      "--max-semi-space-size=64", "--require", "/x/preflight.cjs", "--heap-growing-percent=100", "--import", "file:///x/loader.mjs",
+      "--input-type=module", "--conditions=development", "--enable-source-maps", "--cpu-prof"
+    ])).toEqual(["--require", "/x/preflight.cjs", "--import", "file:///x/loader.mjs", "--conditions=development", "--enable-source-maps"])
+  })
+
   it("holds the process open while an answer is awaited, and not once it is idle", () => {
     // No close: the process must still get its answer, then exit by itself.
     const script = [
@@ -135,7 +143,10 @@ describe("PGlite on its own thread", () => {
       `const { rows } = await db.query("SELECT 40 + 2 AS answer")`,
       `console.log(rows[0].answer)`
     ].join("\n")
-    const child = spawnSync(process.execPath, ["--import", "tsx", "--input-type=module", "-e", script], {
+    // With `npm start`'s heap flags and `node -e`'s --input-type, which a worker refuses to inherit.
+    const heapFlags = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { config: { nodeFlags: string } }).config.nodeFlags.split(" ")
+    expect(heapFlags.length).toBeGreaterThan(0)
+    const child = spawnSync(process.execPath, [...heapFlags, "--import", "tsx", "--input-type=module", "-e", script], {
       cwd: ROOT,
       encoding: "utf8",
       timeout: 60_000
