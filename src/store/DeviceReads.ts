@@ -97,6 +97,20 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
       const pages = new Map<string, PageEntry>()
       /** Device id → keys of the cached pages holding it. */
       const pagesOf = new Map<string, Set<string>>()
+      /** Organisation → keys of its cached pages, and of those any sign of life changes (a delivery reaches these without a scan). */
+      const pagesOfOrganisation = new Map<string, Set<string>>()
+      const anySignPages = new Map<string, Set<string>>()
+      const index = (map: Map<string, Set<string>>, id: string, key: string) => {
+        const keys = map.get(id)
+        if (keys === undefined) map.set(id, new Set([key]))
+        else keys.add(key)
+      }
+      const unindex = (map: Map<string, Set<string>>, id: string, key: string) => {
+        const keys = map.get(id)
+        if (keys === undefined) return
+        keys.delete(key)
+        if (keys.size === 0) map.delete(id)
+      }
       let pageItems = 0
       /** Counts what was dropped: a page read across a drop is not kept. */
       let epoch = 0
@@ -106,33 +120,28 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         if (entry === undefined) return
         pages.delete(key)
         pageItems -= entry.page.items.length
-        for (const id of entry.devices) {
-          const keys = pagesOf.get(id)
-          if (keys === undefined) continue
-          keys.delete(key)
-          if (keys.size === 0) pagesOf.delete(id)
-        }
+        for (const id of entry.devices) unindex(pagesOf, id, key)
+        unindex(pagesOfOrganisation, entry.organisationId, key)
+        if (entry.anySign) unindex(anySignPages, entry.organisationId, key)
       }
-      const dropPagesWhere = (test: (entry: PageEntry) => boolean) => {
+      /** Drops the pages under `ids` in `map` (copied first: dropping edits the sets). */
+      const dropIndexed = (map: Map<string, Set<string>>, ids: Iterable<string>) => {
         epoch++
-        for (const [key, entry] of pages) if (test(entry)) dropPage(key)
-      }
-      const dropPagesHolding = (deviceIds: Iterable<string>) => {
-        epoch++
-        for (const id of deviceIds) {
-          const keys = pagesOf.get(id)
+        for (const id of ids) {
+          const keys = map.get(id)
           if (keys !== undefined) for (const key of [...keys]) dropPage(key)
         }
       }
+      const dropPagesHolding = (deviceIds: Iterable<string>) => dropIndexed(pagesOf, deviceIds)
       const dropOrganisation = (organisationId: string) => {
         for (const [id, entry] of entries) if (entry.organisationId === organisationId) entries.delete(id)
-        dropPagesWhere((entry) => entry.organisationId === organisationId)
+        dropIndexed(pagesOfOrganisation, [organisationId])
       }
-      /** A device's `lastSeenAt` moved: its own entries, and every page ordered by it (of `organisationId`, when known). */
+      /** Devices' `lastSeenAt` moved: their entries and pages, and the pages any sign of life changes (of `organisationId`, when known). */
       const seen = (deviceIds: ReadonlyArray<string>, organisationId: string | undefined) => {
         for (const id of deviceIds) entries.delete(id)
         dropPagesHolding(deviceIds)
-        dropPagesWhere((entry) => entry.anySign && (organisationId === undefined || entry.organisationId === organisationId))
+        dropIndexed(anySignPages, organisationId === undefined ? [...anySignPages.keys()] : [organisationId])
       }
       yield* bus.onDelivery((delivery) => seen([delivery.deviceId], delivery.organisationId))
       yield* bus.onControl((message) => {
@@ -177,11 +186,9 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         dropPage(key)
         pages.set(key, entry)
         pageItems += entry.page.items.length
-        for (const id of entry.devices) {
-          const keys = pagesOf.get(id)
-          if (keys === undefined) pagesOf.set(id, new Set([key]))
-          else keys.add(key)
-        }
+        for (const id of entry.devices) index(pagesOf, id, key)
+        index(pagesOfOrganisation, entry.organisationId, key)
+        if (entry.anySign) index(anySignPages, entry.organisationId, key)
         // Insertion order: the oldest pages go until the rest fit.
         for (const oldest of pages.keys()) {
           if (pageItems <= MAX_PAGE_ITEMS || oldest === key) break

@@ -197,6 +197,23 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
     expect((await call("GET", mine, undefined, other.body.apiKey.secretKey)).status).toBe(404)
   })
 
+  it("holds at most 20,000 items in pages, the oldest pages going first", async () => {
+    const reads = Context.get(t.context, DeviceReads)
+    let loads = 0
+    const read = (n: number) =>
+      Effect.runPromise(reads.page("org-evict", `evict ${n}`, { devices: (p) => p.items.map((d) => d.id), anySign: false }, Effect.sync(() => {
+        loads++
+        return { items: Array.from({ length: 5_000 }, (_, i) => ({ id: `evict-${n}-${i}` })), total: 5_000 }
+      })))
+    for (let n = 0; n < 5; n++) await read(n)
+    expect(loads).toBe(5)
+    await read(4)
+    await read(1)
+    expect(loads).toBe(5)
+    await read(0)
+    expect(loads).toBe(6)
+  })
+
   it("never answers another organisation's device from the cache", async () => {
     const device = (await call("POST", "/devices", { name: "mine", space: { id: home } })).body
     expect((await call("GET", `/devices/${device.id}`)).status).toBe(200)
