@@ -4,14 +4,26 @@
  * then times four queries answered from the rollups and, in the same run, from raw
  * readings only (`rollups=false`), checking both give the same figures. The server runs
  * in its own process on a fresh database; this process generates the load, measures and
- * reports. Prints the tables and appends them to `bench/RESULTS.md`.
+ * reports. On Postgres it also reports the disk the readings and each rollup take per
+ * million readings, beside TimescaleDB's published compression. Prints the tables and
+ * appends them to `bench/RESULTS.md`.
  *
- * Settings (environment): BENCH_TARGETS (postgres,pglite), BENCH_DEVICES (1000), BENCH_SPACES
- * (10), BENCH_HOURS (10000: 10,000,000 readings over ~14 months), BENCH_PGLITE_DEVICES (as
- * many: PGlite, in memory, holds the same 10M), BENCH_BATCH rows per request (10000),
+ * Targets: `postgres` (the schema as migrated: raw readings indexed with their quantity,
+ * migrations/0015), `postgres-plain` (its peer: the same, with the plain `(series_id,
+ * timestamp)` index of migrations/0005 put back before the load), `pglite`.
+ *
+ * Settings (environment): BENCH_TARGETS (postgres,postgres-plain,pglite), BENCH_DEVICES (1000),
+ * BENCH_SPACES (10), BENCH_HOURS (10000: 10,000,000 readings over ~14 months), BENCH_PGLITE_DEVICES
+ * (as many: PGlite, in memory, holds the same 10M), BENCH_BATCH rows per request (10000),
  * BENCH_IN_FLIGHT requests (2), BENCH_ITERATIONS per query (30), BENCH_RAW_SECONDS time box
  * of each raw-readings case (20), BENCH_PG_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
+ * BENCH_WATCHDOG_MINUTES (30, or half a minute per million readings loaded if more),
  * BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ *
+ * 100M readings on Postgres (`npm run bench:energy:100m`): BENCH_TARGETS=postgres,postgres-plain
+ * BENCH_DEVICES=10000 BENCH_SPACES=100 BENCH_BATCH=100000 — ten times the devices over the same
+ * 10,000 hours, a space holding 100 devices as at 10M (queries (a)–(c) answer the same sizes),
+ * and every device's ten hours per request as at 10M (one daily rollup row per device and request).
  */
 import { randomBytes } from "node:crypto"
 import { appendFileSync, existsSync, readFileSync, writeFileSync } from "node:fs"
@@ -41,7 +53,7 @@ const root = fileURLToPath(new URL("..", import.meta.url))
 const resultsFile = resolve(root, "bench/RESULTS.md")
 
 const settings = {
-  targets: (process.env.BENCH_TARGETS ?? "postgres,pglite").split(",").map((t) => t.trim()).filter((t) => t !== ""),
+  targets: (process.env.BENCH_TARGETS ?? "postgres,postgres-plain,pglite").split(",").map((t) => t.trim()).filter((t) => t !== ""),
   devices: intSetting("BENCH_DEVICES", 1000, 10),
   pgliteDevices: intSetting("BENCH_PGLITE_DEVICES", intSetting("BENCH_DEVICES", 1000, 10), 10),
   spaces: intSetting("BENCH_SPACES", 10, 1),
@@ -54,6 +66,10 @@ const settings = {
   record: process.env.BENCH_NO_RECORD === undefined
 }
 
+/** Readings the run loads over all its targets. */
+const loadedReadings = () =>
+  settings.targets.reduce((n, t) => n + (t === "pglite" ? settings.pgliteDevices : settings.devices) * settings.hours, 0)
+
 const HOST = "127.0.0.1"
 const APP_KEY = `a_sk_bench${randomBytes(18).toString("base64url")}`
 /** The readings start on 2025-01-01T00:00Z, one per device and hour. */
@@ -62,8 +78,22 @@ const HOUR = 3_600_000
 const DAY = 86_400_000
 const TIMEZONE = "Europe/Dublin"
 const COUNTRIES = ["IRL", "GBR", "FRA", "DEU", "ESP"]
-const AIMS = { postgres: { importPerSecond: 100_000, p50Ms: 50 }, pglite: { p50Ms: 250 } }
-const WATCHDOG_MS = 30 * 60_000
+const AIMS = { postgres: { importPerSecond: 200_000, p50Ms: 50 }, pglite: { p50Ms: 250 } }
+const WATCHDOG_MS = intSetting("BENCH_WATCHDOG_MINUTES", Math.max(30, Math.ceil(loadedReadings() / 2_000_000)), 1) * 60_000
+
+/**
+ * TimescaleDB's own published compression, the reference for the disk the readings take: "reduce your chunk size
+ * by more than 90%" and hypercore "typically reducing storage by 90–98%". Applied here to the raw readings' bytes
+ * (Postgres rows, as TimescaleDB's rowstore holds them) it gives what that compression would leave of them.
+ */
+const TIMESCALE = {
+  low: 0.90,
+  high: 0.98,
+  sources: [
+    "https://www.tigerdata.com/docs/use-timescale/latest/compression/about-compression",
+    "https://tigerdata.com/docs/build/how-to/basic-compression"
+  ]
+}
 
 /** A Node child process in the repository root. */
 const node = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv): Child =>
@@ -72,8 +102,14 @@ const node = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv)
 // ---------------------------------------------------------------------------------------
 // The server under test
 
+/** The index of the raw readings: with their quantity (migrations/0015) or the plain one of migrations/0005. */
+type Layout = "covering" | "plain"
+
 interface Target {
-  readonly name: "Postgres" | "PGlite"
+  readonly name: "Postgres" | "Postgres, plain index" | "PGlite"
+  readonly layout: Layout
+  /** Disk per relation after the load and VACUUM (Postgres only). */
+  readonly disk: () => Promise<ReadonlyArray<Relation> | undefined>
   /** The Postgres database of the run (undefined for PGlite, which runs inside the server). */
   readonly database: string | undefined
   readonly child: Child
@@ -89,7 +125,9 @@ const startServer = async (
   databaseUrl: string,
   database: string | undefined,
   devices: number,
+  layout: Layout,
   settle: () => Promise<void>,
+  disk: () => Promise<ReadonlyArray<Relation> | undefined>,
   cleanup: () => Promise<void>
 ): Promise<Target> => {
   const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
@@ -99,19 +137,48 @@ const startServer = async (
     await cleanup()
   })
   const [, port] = await child.waitForLine(/http listening on [\d.]+:(\d+)/, 120_000)
-  return { name, database, child, url: `http://${HOST}:${port}`, devices, settle, close }
+  return { name, layout, database, child, url: `http://${HOST}:${port}`, devices, settle, disk, close }
 }
 
-const startPostgres = async (): Promise<Target> => {
+/** One table's disk after the load: rows (from ANALYZE), heap, indexes and all (with TOAST), in bytes. */
+interface Relation {
+  readonly table: string
+  readonly rows: number
+  readonly heap: number
+  readonly indexes: number
+  readonly total: number
+}
+
+const ENERGY_TABLES = ["energy_readings", "energy_hourly", "energy_daily"] as const
+
+const startPostgres = (layout: Layout) => async (): Promise<Target> => {
   const db = await createBenchDatabase(settings.pgAdminUrl)
   const drop = onShutdown(db.drop)
   const settle = async () => {
     await db.query("VACUUM ANALYZE")
   }
-  return startServer("Postgres", db.url, db.name, settings.devices, settle, drop)
+  const disk = async () => {
+    const rows = await db.query<{ table: string; rows: string; heap: string; indexes: string; total: string }>(
+      `SELECT t.name AS table, c.reltuples::int8::text AS rows, pg_relation_size(c.oid)::text AS heap,
+         pg_indexes_size(c.oid)::text AS indexes, pg_total_relation_size(c.oid)::text AS total
+       FROM unnest($1::text[]) WITH ORDINALITY AS t(name, i) JOIN pg_class c ON c.oid = t.name::regclass ORDER BY t.i`,
+      [ENERGY_TABLES]
+    )
+    return rows.map((r) => ({ table: r.table, rows: Number(r.rows), heap: Number(r.heap), indexes: Number(r.indexes), total: Number(r.total) }))
+  }
+  const target = await startServer(layout === "covering" ? "Postgres" : "Postgres, plain index", db.url, db.name, settings.devices, layout, settle, disk, drop)
+  if (layout === "plain") {
+    // The server has migrated the empty database: put 0005's index back in place of 0015's.
+    await db.query("DROP INDEX energy_readings_series_time")
+    await db.query("CREATE INDEX energy_readings_series_time ON energy_readings (series_id, timestamp)")
+  }
+  const [index] = await db.query<{ def: string }>("SELECT pg_get_indexdef('energy_readings_series_time'::regclass) AS def")
+  if (index.def.includes("INCLUDE") !== (layout === "covering")) throw new Error(`${target.name}: unexpected index ${index.def}`)
+  return target
 }
 
-const startPglite = () => startServer("PGlite", "memory://", undefined, settings.pgliteDevices, async () => {}, async () => {})
+const startPglite = () =>
+  startServer("PGlite", "memory://", undefined, settings.pgliteDevices, "covering", async () => {}, async () => undefined, async () => {})
 
 // ---------------------------------------------------------------------------------------
 // REST
@@ -283,6 +350,7 @@ const timed = async (target: Target, path: string): Promise<{ ms: number; body: 
 
 interface CaseResult {
   readonly target: string
+  readonly layout: Layout
   readonly query: QueryCase
   readonly rollups: Timing
   readonly raw: Timing
@@ -315,7 +383,7 @@ const measureCase = async (target: Target, fleet: Fleet, query: QueryCase): Prom
     const sorted = [...values].sort((a, b) => a - b)
     return { p50: percentile(sorted, 0.5), p95: percentile(sorted, 0.95), samples: sorted.length }
   }
-  const result = { target: target.name, query, rollups: stats(rollups), raw: stats(raw), buckets }
+  const result = { target: target.name, layout: target.layout, query, rollups: stats(rollups), raw: stats(raw), buckets }
   console.log(`rollups p50 ${result.rollups.p50.toFixed(1)} ms, raw p50 ${result.raw.p50.toFixed(1)} ms`)
   return result
 }
@@ -327,7 +395,7 @@ const ms = (n: number) => n.toFixed(1)
 const cores = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? "–" : n.toFixed(2))
 
 const importColumns = ["target", "devices", "readings", "seconds", "readings/s", "server CPU", "Postgres CPU", "machine CPU"]
-const importRows = (loads: ReadonlyArray<{ target: Target; load: Load }>) =>
+const importRows = (loads: ReadonlyArray<Loaded>) =>
   loads.map(({ target, load }) => [
     target.name,
     target.devices.toLocaleString("en-US"),
@@ -366,14 +434,102 @@ const markdownTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<Reado
     ...body.map((r) => `| ${r.join(" | ")} |`)
   ].join("\n")
 
-const verdicts = (loads: ReadonlyArray<{ target: Target; load: Load }>, results: ReadonlyArray<CaseResult>): Array<string> => {
+// Disk
+
+interface Loaded {
+  readonly target: Target
+  readonly load: Load
+  readonly disk: ReadonlyArray<Relation> | undefined
+}
+
+const MB = 1_000_000
+/** Bytes per million readings loaded, in MB (10^6 bytes). */
+const perMillion = (bytes: number, readings: number) => `${(bytes / (readings / 1_000_000) / MB).toFixed(1)} MB`
+const percent = (part: number, whole: number) => `${(100 * part / whole).toFixed(1)}%`
+
+const diskColumns = ["target", "table", "rows", "heap MB", "indexes MB", "total MB", "total per million readings", "of raw readings"]
+const diskRows = (loads: ReadonlyArray<Loaded>) =>
+  loads.flatMap(({ target, load, disk }) => {
+    if (disk === undefined) return []
+    const raw = disk.find((r) => r.table === "energy_readings")!
+    return disk.map((r) => [
+      target.name,
+      r.table,
+      r.rows.toLocaleString("en-US"),
+      (r.heap / MB).toFixed(1),
+      (r.indexes / MB).toFixed(1),
+      (r.total / MB).toFixed(1),
+      perMillion(r.total, load.readings),
+      r === raw ? "–" : percent(r.total, raw.total)
+    ])
+  })
+
+/** Raw against rolled up against TimescaleDB's published compression applied to the raw bytes, per target. */
+const diskSummary = (loads: ReadonlyArray<Loaded>): Array<string> =>
+  loads.flatMap(({ target, load, disk }) => {
+    if (disk === undefined) return []
+    const raw = disk.find((r) => r.table === "energy_readings")!.total
+    const rolled = disk.filter((r) => r.table !== "energy_readings").reduce((n, r) => n + r.total, 0)
+    const low = raw * (1 - TIMESCALE.low)
+    const high = raw * (1 - TIMESCALE.high)
+    return [
+      `${target.name}: raw readings ${perMillion(raw, load.readings)} per million readings (table and index), the hourly and daily ` +
+      `rollups ${perMillion(rolled, load.readings)} (${percent(rolled, raw)} of raw, raw/rolled up ${(raw / rolled).toFixed(1)}×); ` +
+      `TimescaleDB's published compression (${Math.round(TIMESCALE.low * 100)}–${Math.round(TIMESCALE.high * 100)}% smaller) would leave ` +
+      `${perMillion(low, load.readings)}–${perMillion(high, load.readings)} of the raw readings: raw is ` +
+      `${(raw / low).toFixed(0)}–${(raw / high).toFixed(0)}× that, the rollups ${(rolled / low).toFixed(2)}–${(rolled / high).toFixed(2)}× it.`
+    ]
+  })
+
+// Layouts: the covering index (0015) against the plain one (0005), both loaded in this run.
+
+const layoutColumns = ["measure", "covering index (0015)", "plain index (0005)", "covering/plain"]
+const layoutRows = (loads: ReadonlyArray<Loaded>, results: ReadonlyArray<CaseResult>): Array<Array<string>> => {
+  const covering = loads.find((l) => l.target.name === "Postgres")
+  const plain = loads.find((l) => l.target.layout === "plain")
+  if (covering === undefined || plain === undefined) return []
+  const rate = (l: Loaded) => l.load.readings / l.load.seconds
+  const rows: Array<Array<string>> = [[
+    "import readings/s",
+    Math.round(rate(covering)).toLocaleString("en-US"),
+    Math.round(rate(plain)).toLocaleString("en-US"),
+    `${(rate(covering) / rate(plain)).toFixed(2)}×`
+  ]]
+  for (const query of cases) {
+    const c = results.find((r) => r.target === covering.target.name && r.query.id === query.id)
+    const p = results.find((r) => r.target === plain.target.name && r.query.id === query.id)
+    if (c === undefined || p === undefined) continue
+    rows.push([`(${query.id}) rollups p50 ms`, ms(c.rollups.p50), ms(p.rollups.p50), `${(c.rollups.p50 / p.rollups.p50).toFixed(2)}×`])
+    rows.push([`(${query.id}) raw p50 ms`, ms(c.raw.p50), ms(p.raw.p50), `${(c.raw.p50 / p.raw.p50).toFixed(2)}×`])
+  }
+  const rawOf = (l: Loaded) => l.disk?.find((r) => r.table === "energy_readings")
+  const cr = rawOf(covering)
+  const pr = rawOf(plain)
+  if (cr !== undefined && pr !== undefined) {
+    rows.push([
+      "raw readings' index per million readings",
+      perMillion(cr.indexes, covering.load.readings),
+      perMillion(pr.indexes, plain.load.readings),
+      `${(cr.indexes / covering.load.readings / (pr.indexes / plain.load.readings)).toFixed(2)}×`
+    ])
+    rows.push([
+      "raw readings (table and index) per million readings",
+      perMillion(cr.total, covering.load.readings),
+      perMillion(pr.total, plain.load.readings),
+      `${(cr.total / covering.load.readings / (pr.total / plain.load.readings)).toFixed(2)}×`
+    ])
+  }
+  return rows
+}
+
+const verdicts = (loads: ReadonlyArray<Loaded>, results: ReadonlyArray<CaseResult>): Array<string> => {
   const out: Array<string> = []
   const pgLoad = loads.find((l) => l.target.name === "Postgres")
   if (pgLoad !== undefined) {
     const rate = pgLoad.load.readings / pgLoad.load.seconds
     out.push(`Aim (Postgres import ≥ ${AIMS.postgres.importPerSecond.toLocaleString("en-US")} readings/s): **${rate >= AIMS.postgres.importPerSecond ? "met" : "not met"}** — ${Math.round(rate).toLocaleString("en-US")}/s.`)
   }
-  for (const [name, aim] of [["Postgres", AIMS.postgres.p50Ms], ["PGlite", AIMS.pglite.p50Ms]] as const) {
+  for (const [name, aim] of [["Postgres", AIMS.postgres.p50Ms], ["Postgres, plain index", AIMS.postgres.p50Ms], ["PGlite", AIMS.pglite.p50Ms]] as const) {
     const mine = results.filter((r) => r.target === name)
     if (mine.length === 0) continue
     const worst = mine.reduce((a, b) => (b.rollups.p50 > a.rollups.p50 ? b : a))
@@ -386,7 +542,7 @@ const loadAverage = () => readFileSync("/proc/loadavg", "utf8").split(" ").slice
 
 const HEADER = "# Benchmarks\n"
 
-const record = (date: string, loads: ReadonlyArray<{ target: Target; load: Load }>, results: ReadonlyArray<CaseResult>, loadBefore: string) => {
+const record = (date: string, loads: ReadonlyArray<Loaded>, results: ReadonlyArray<CaseResult>, loadBefore: string) => {
   if (!existsSync(resultsFile)) writeFileSync(resultsFile, HEADER)
   const pgliteScale = settings.pgliteDevices === settings.devices
     ? ""
@@ -410,7 +566,22 @@ ${pgliteScale}- CPU columns are cores used during the load: server = the Voltaic
 ${markdownTable(importColumns, importRows(loads), 1)}
 
 ${markdownTable(queryColumns, queryRows(results), 2)}
+${layoutRows(loads, results).length === 0 ? "" : `
+Raw readings indexed with their quantity (\`postgres\`, migrations/0015) against the plain \`(series_id, timestamp)\`
+index of migrations/0005 (\`postgres-plain\`), each loaded and queried in this run:
 
+${markdownTable(layoutColumns, layoutRows(loads, results), 1)}
+`}${diskRows(loads).length === 0 ? "" : `
+Disk after the load and \`VACUUM ANALYZE\` (\`pg_relation_size\`, \`pg_indexes_size\`, \`pg_total_relation_size\`; rows as
+ANALYZE estimates them; MB = 10^6 bytes):
+
+${markdownTable(diskColumns, diskRows(loads), 2)}
+
+${diskSummary(loads).map((line) => `- ${line}`).join("\n")}
+- TimescaleDB's figures are its own, for its compressed columnstore against its rowstore: "reduce your chunk size by more
+  than 90%" (${TIMESCALE.sources[0]}), "typically reducing storage by 90–98%"
+  (${TIMESCALE.sources[1]}); applying them to these rows is an estimate, not a measurement.
+`}
 ${verdicts(loads, results).join("\n")}
 `
   appendFileSync(resultsFile, section)
@@ -419,13 +590,17 @@ ${verdicts(loads, results).join("\n")}
 // ---------------------------------------------------------------------------------------
 
 const main = async () => {
-  const starters: Record<string, () => Promise<Target>> = { postgres: startPostgres, pglite: startPglite }
+  const starters: Record<string, () => Promise<Target>> = {
+    postgres: startPostgres("covering"),
+    "postgres-plain": startPostgres("plain"),
+    pglite: startPglite
+  }
   const unknown = settings.targets.filter((t) => !(t in starters))
-  if (unknown.length > 0) throw new Error(`BENCH_TARGETS: unknown ${unknown.join(", ")}; use postgres, pglite`)
+  if (unknown.length > 0) throw new Error(`BENCH_TARGETS: unknown ${unknown.join(", ")}; use postgres, postgres-plain, pglite`)
   const date = utcDate()
   const loadBefore = loadAverage()
   console.log(`bench:energy — ${machine()}, load average ${loadBefore}\n`)
-  const loads: Array<{ target: Target; load: Load }> = []
+  const loads: Array<Loaded> = []
   const results: Array<CaseResult> = []
   for (const name of settings.targets) {
     process.stdout.write(`${name}: starting… `)
@@ -434,17 +609,21 @@ const main = async () => {
       const fleet = await seed(target)
       console.log(`${fleet.spaces.length} spaces, ${fleet.devices.length} devices`)
       const loaded = await load(target, fleet)
-      loads.push({ target, load: loaded })
       console.log(`  ${loaded.readings.toLocaleString("en-US")} readings in ${loaded.seconds.toFixed(1)} s: ${Math.round(loaded.readings / loaded.seconds).toLocaleString("en-US")} readings/s`)
       const settledAt = performance.now()
       await target.settle()
-      if (target.name === "Postgres") console.log(`  VACUUM ANALYZE: ${((performance.now() - settledAt) / 1000).toFixed(1)} s`)
+      if (target.database !== undefined) console.log(`  VACUUM ANALYZE: ${((performance.now() - settledAt) / 1000).toFixed(1)} s`)
+      const disk = await target.disk()
+      loads.push({ target, load: loaded, disk })
+      if (disk !== undefined) for (const line of diskSummary([{ target, load: loaded, disk }])) console.log(`  ${line}`)
       for (const query of cases) results.push(await measureCase(target, fleet, query))
     } finally {
       await target.close()
     }
   }
   console.log(`\n${textTable(importColumns, importRows(loads), 1)}\n\n${textTable(queryColumns, queryRows(results), 2)}\n`)
+  if (layoutRows(loads, results).length > 0) console.log(`${textTable(layoutColumns, layoutRows(loads, results), 1)}\n`)
+  if (diskRows(loads).length > 0) console.log(`${textTable(diskColumns, diskRows(loads), 2)}\n`)
   for (const line of verdicts(loads, results)) console.log(line.replaceAll("**", ""))
   if (settings.record) {
     record(date, loads, results, loadBefore)
