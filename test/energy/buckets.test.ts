@@ -1,8 +1,9 @@
+import fc from "fast-check"
 import { describe, expect, it } from "vitest"
 import { bucketsOf, gridOf, type Interval, parseInterval, periodRange } from "../../src/energy/buckets.ts"
 import { addDecimal, formatDecimal, parseDecimal, subtractDecimal } from "../../src/energy/decimal.ts"
 import { meterDelta } from "../../src/energy/meter.ts"
-import { planRuns } from "../../src/energy/plan.ts"
+import { planRuns, type Rollups, type Runs } from "../../src/energy/plan.ts"
 import { Zone } from "../../src/energy/zone.ts"
 
 const at = (iso: string) => Date.parse(iso)
@@ -163,6 +164,77 @@ describe("the rollup plan", () => {
     expect(planRuns(buckets, { hourly: true, daily: true })).toEqual({ raw: [], hourly: [[-H, 3 * D - H]], daily: [] })
     expect(planRuns(buckets, { hourly: false, daily: true }).raw).toEqual([[-H, 3 * D - H]])
     expect(planRuns([{ lo: 0, hi: 2 * D }], { hourly: false, daily: false })).toEqual({ raw: [[0, 2 * D]], hourly: [], daily: [] })
+  })
+})
+
+describe("the rollup plan, for any buckets of any zone", () => {
+  const H = 3_600_000
+  const D = 24 * H
+  const ZONES = ["UTC", "Europe/Dublin", "America/New_York", "Asia/Kolkata", "Asia/Kathmandu", "Australia/Adelaide", "Pacific/Chatham"]
+  const INTERVALS = ["1 minute", "7 minutes", "15 minutes", "1 hour", "2 hours", "3 hours", "1 day", "2 days", "1 week", "1 month"]
+  const ROLLUPS: ReadonlyArray<Rollups> = [
+    { hourly: false, daily: false },
+    { hourly: false, daily: true },
+    { hourly: true, daily: false },
+    { hourly: true, daily: true }
+  ]
+  /** Ascending, non-overlapping intervals → the same set as ascending, merged intervals. */
+  const merged = (intervals: ReadonlyArray<readonly [number, number]>) => {
+    const out: Array<[number, number]> = []
+    for (const [lo, hi] of [...intervals].sort((a, b) => a[0] - b[0])) {
+      const last = out[out.length - 1]
+      if (last !== undefined && last[1] === lo) last[1] = hi
+      else out.push([lo, hi])
+    }
+    return out
+  }
+  const all = (runs: Runs) => [...runs.raw, ...runs.hourly, ...runs.daily]
+  /** Whether `[lo, hi)` holds a whole step `[k·step, (k+1)·step)`. */
+  const holdsWhole = (lo: number, hi: number, step: number) => Math.ceil(lo / step) * step + step <= hi
+
+  const buckets = fc.record({
+    zone: fc.constantFrom(...ZONES),
+    interval: fc.constantFrom(...INTERVALS),
+    since: fc.integer({ min: Date.UTC(2024, 0, 1), max: Date.UTC(2026, 0, 1) }),
+    minutes: fc.integer({ min: 1, max: 120 * 24 * 60 }),
+    limit: fc.integer({ min: 1, max: 400 })
+  }).map(({ zone: name, interval, since, minutes, limit }) =>
+    bucketsOf(gridOf(parseInterval(interval) as Interval, zone(name)), since, since + minutes * 60_000, limit).buckets
+  )
+
+  it("covers every bucket exactly once, each rollup level only over whole UTC hours or days, and only where allowed", () => {
+    fc.assert(fc.property(buckets, fc.constantFrom(...ROLLUPS), (ranges, rollups) => {
+      const runs = planRuns(ranges, rollups)
+      const sorted = [...all(runs)].sort((a, b) => a[0] - b[0])
+      for (let i = 1; i < sorted.length; i++) expect(sorted[i][0]).toBeGreaterThanOrEqual(sorted[i - 1][1])
+      for (const [lo, hi] of sorted) expect(lo).toBeLessThan(hi)
+      expect(merged(sorted)).toEqual(merged(ranges.map((r) => [r.lo, r.hi] as const)))
+      for (const [lo, hi] of runs.hourly) expect([lo % H, hi % H]).toEqual([0, 0])
+      for (const [lo, hi] of runs.daily) expect([lo % D, hi % D]).toEqual([0, 0])
+      if (!rollups.hourly) expect(runs.hourly).toEqual([])
+      if (!rollups.daily) expect(runs.daily).toEqual([])
+    }), { numRuns: 400, seed: 20_261_122 })
+  })
+
+  it("reads raw only what no allowed rollup holds whole, and hourly rows only where no whole UTC day fits", () => {
+    fc.assert(fc.property(buckets, fc.constantFrom(...ROLLUPS), (ranges, rollups) => {
+      for (const range of ranges) {
+        const runs = planRuns([range], rollups)
+        // Each bucket's own plan: its raw parts hold no whole UTC hour (hourly allowed) nor day (daily allowed)…
+        for (const [lo, hi] of runs.raw) {
+          if (rollups.hourly) expect(holdsWhole(lo, hi, H)).toBe(false)
+          if (rollups.daily) expect(holdsWhole(lo, hi, D)).toBe(false)
+        }
+        // …and its hourly parts no whole UTC day when daily rows may answer it.
+        if (rollups.daily) for (const [lo, hi] of runs.hourly) expect(holdsWhole(lo, hi, D)).toBe(false)
+      }
+      // The plan of all the buckets is theirs, neighbours of one level merged.
+      const each = ranges.map((r) => planRuns([r], rollups))
+      const together = planRuns(ranges, rollups)
+      for (const level of ["raw", "hourly", "daily"] as const) {
+        expect(together[level]).toEqual(merged(each.flatMap((r) => r[level])))
+      }
+    }), { numRuns: 400, seed: 20_261_123 })
   })
 })
 
