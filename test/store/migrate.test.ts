@@ -68,34 +68,6 @@ describe.each(STORE_KINDS)("the store on %s", (kind) => {
     expect(error.code).toBe("23505")
   })
 
-  it("reads a device's raw energy readings from their index alone: it carries the quantity (0015)", async () => {
-    const [index] = await run(sql.query<{ def: string }>("SELECT pg_get_indexdef('energy_readings_series_time'::regclass) AS def"))
-    expect(index.def).toMatch(/\(series_id, "?timestamp"?\) INCLUDE \(quantity\)$/)
-    // Two days of hourly readings of 20 series; VACUUM marks the pages all-visible, as after a bulk load.
-    await run(sql.query(
-      `INSERT INTO energy_readings (timestamp, series_id, quantity)
-       SELECT h * 3600000, s, (h % 7) + 0.125 FROM generate_series(0, 47) h, generate_series(1001, 1020) s`
-    ))
-    await run(sql.query("VACUUM ANALYZE energy_readings"))
-    // The shape of the raw part of an energy query (src/energy/query.ts, `sums`), on the index only.
-    const query = `SELECT x.series_id, x.timestamp, x.quantity
-      FROM unnest($1::int8[], $2::int8[]) AS r(lo, hi)
-      JOIN energy_readings x ON x.series_id = ANY($3::int4[]) AND x.timestamp >= r.lo AND x.timestamp < r.hi`
-    const params = [[0], [86_400_000], [1003, 1007]]
-    const plan = await run(sql.transaction((tx) =>
-      Effect.gen(function*() {
-        yield* tx.exec("SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off")
-        return yield* tx.query<{ "QUERY PLAN": string }>(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ${query}`, params)
-      })
-    ))
-    const text = plan.map((row) => row["QUERY PLAN"]).join("\n")
-    expect(text).toContain("Index Only Scan using energy_readings_series_time")
-    expect(text).toMatch(/Heap Fetches: 0/)
-    const rows = await run(sql.query<{ series_id: number; timestamp: number; quantity: string }>(query, params))
-    expect(rows).toHaveLength(48)
-    await run(sql.query("DELETE FROM energy_readings WHERE series_id BETWEEN 1001 AND 1020"))
-  })
-
   it("gives device_actors rows written before the newest bucket count the bucket bucketOf gives", async () => {
     // The statements of the last migration that fills `bucket` (0014: 64 buckets), run again over rows without one.
     const file = (await Effect.runPromise(loadMigrations)).find((f) => f.name.startsWith("0014"))
