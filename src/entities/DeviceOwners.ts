@@ -22,11 +22,18 @@ export interface DeviceOwnersService {
    * from their stored snapshot where the owner does not hold them (`stored`, when read with the
    * device, else read here), and `lastSeenAt` the newer of their row's and their owner's.
    */
-  withLive<D extends { readonly id: string; readonly lastSeenAt: number | null; readonly stored?: StoredLive }>(
-    devices: ReadonlyArray<D>
-  ): Effect.Effect<Array<Omit<D, "stored"> & { readonly live: LiveFields }>, SqlError>
+  withLive<D extends LiveSource>(devices: ReadonlyArray<D>): Effect.Effect<Array<Omit<D, "stored"> & { readonly live: LiveFields }>, SqlError>
+  /** What `withLive` adds to each device (in order): its `lastSeenAt` and `live`, for answers built as text. */
+  liveOf(devices: ReadonlyArray<LiveSource>): Effect.Effect<Array<{ readonly lastSeenAt: number | null; readonly live: LiveFields }>, SqlError>
   /** An organisation's alert rules were written: every process reconfigures its devices. */
   rulesChanged(organisationId: string): Effect.Effect<void>
+}
+
+/** A device as read from the store, as far as its live fields go. */
+export interface LiveSource {
+  readonly id: string
+  readonly lastSeenAt: number | null
+  readonly stored?: StoredLive
 }
 
 export interface LiveFields {
@@ -91,7 +98,7 @@ export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersServ
             return new Map([...local, ...answers.flat()].map((live) => [live.deviceId, live]))
           })
 
-      const withLive: DeviceOwnersService["withLive"] = (devices) =>
+      const liveOf: DeviceOwnersService["liveOf"] = (devices) =>
         Effect.gen(function*() {
           if (devices.length === 0) return []
           const owned = yield* live(devices.map((d) => d.id))
@@ -101,19 +108,22 @@ export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersServ
             [rest]
           )
           const byId = new Map<string, StoredLive>(read.map((r) => [r.device_id, storedOf(r.stored)]))
-          return devices.map(({ stored, ...device }) => {
+          return devices.map((device) => {
             const found = owned.get(device.id)
-            const row = stored ?? byId.get(device.id)
+            const row = device.stored ?? byId.get(device.id)
             const state = found?.state ?? row?.state ?? "unknown"
             const seen = found !== undefined ? found.lastSeenAt : row?.lastSeenAt ?? null
             const lastSeenAt = newer(device.lastSeenAt, seen)
-            return { ...device, lastSeenAt, live: { isOnline: state === "online", state, lastSeenAt } }
+            return { lastSeenAt, live: { isOnline: state === "online", state, lastSeenAt } }
           })
         })
+      const withLive: DeviceOwnersService["withLive"] = (devices) =>
+        Effect.map(liveOf(devices), (lives) => devices.map(({ stored: _, ...device }, i) => ({ ...device, ...lives[i] })))
 
       return DeviceOwners.of({
         live,
         withLive,
+        liveOf,
         // Here at once (the bus may be NATS, at-most-once), and in every process through the notice.
         rulesChanged: (organisationId) =>
           Effect.andThen(Effect.sync(() => reconfigure(organisationId)), bus.control({ type: "rules.changed", organisationId }))

@@ -32,7 +32,7 @@ export class Reply {
 
 /** A 200 whose JSON body is already text (a cached read): sent as is, not stringified again. */
 export class JsonText {
-  constructor(readonly text: string) {}
+  constructor(readonly text: string, readonly headers: Record<string, string> = {}) {}
 }
 
 type AnyObject = z.ZodType<Record<string, unknown>, Record<string, unknown>>
@@ -151,7 +151,7 @@ export class Api {
       const exit = await run(program(c))
       if (Exit.isSuccess(exit)) {
         const value = exit.value
-        if (value instanceof JsonText) return c.body(value.text, 200, { "content-type": "application/json" })
+        if (value instanceof JsonText) return c.body(value.text, 200, { ...value.headers, "content-type": "application/json" })
         if (value instanceof Response) return value
         return value instanceof Reply ? c.json(value.body, value.status, value.headers) : c.json(value, 200)
       }

@@ -14,7 +14,7 @@ import { productQuery, productsTable } from "../../../store/products.ts"
 import { spaceQuery, spacesTable } from "../../../store/spaces.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { idParams } from "../params.ts"
-import type { Api } from "../route.ts"
+import { type Api, JsonText } from "../route.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
 import { presentSpaces, spacesOfDevice, spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { devicesChanged } from "./resources.ts"
@@ -45,6 +45,20 @@ const readDevice = (organisationId: string, id: string) =>
     Effect.flatMap((text) => withLive([JSON.parse(text) as DeviceJson])),
     Effect.map(([device]) => device)
   )
+/**
+ * A device's JSON without its live fields and the closing brace, memoised per device read: a
+ * cached page answers the same objects again, so each is stringified once, not per request.
+ * `lastSeenAt` and `live` follow it, as `withLive` sets them.
+ */
+const heads = new WeakMap<object, string>()
+const deviceHead = (device: DeviceJson & { readonly stored?: unknown }): string => {
+  const known = heads.get(device)
+  if (known !== undefined) return known
+  const { stored: _, lastSeenAt: __, ...rest } = device
+  const head = JSON.stringify(rest).slice(0, -1)
+  heads.set(device, head)
+  return head
+}
 const withLive = (devices: ReadonlyArray<DeviceJson>) => DeviceOwners.use((owners) => owners.withLive(devices))
 const forgetDevice = Effect.andThen(forgetCredentials, Ingest.use((ingest) => Effect.sync(() => ingest.forgetDevices())))
 
@@ -115,6 +129,15 @@ export const registryRoutes = (api: Api): void => {
         })
     },
     readOne: readDevice,
+    renderList: (page) =>
+      DeviceOwners.use((owners) => owners.liveOf(page.items)).pipe(
+        Effect.map((lives) =>
+          new JsonText(
+            `[${page.items.map((device, i) => `${deviceHead(device)},"lastSeenAt":${lives[i].lastSeenAt},"live":${JSON.stringify(lives[i].live)}}`).join(",")}]`,
+            { "X-Total-Count": String(page.total) }
+          )
+        )
+      ),
     cachedList: (organisationId, key, order, load) =>
       DeviceReads.use((reads) =>
         reads.page(organisationId, `devices ${key}`, { devices: (page) => page.items.map((d) => d.id), anySign: order === "lastSeenAt" }, load)

@@ -6,7 +6,7 @@ import { reseedSpaces } from "../../../entities/spaceReads.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
 import type { DomainError } from "../../../domain/errors.ts"
 import { idParams, listParams } from "../params.ts"
-import { type Api, type HttpServices, listReply } from "../route.ts"
+import { type Api, type HttpServices, type JsonText, listReply } from "../route.ts"
 import { deletedSchema } from "../schemas.ts"
 
 export interface ResourceSpec<T> {
@@ -53,6 +53,11 @@ export interface ResourceSpec<T> {
     order: string,
     load: Effect.Effect<Page<T>, SqlError>
   ) => Effect.Effect<Page<T>, SqlError, HttpServices>
+  /**
+   * Answers a list page itself instead of `present` and the JSON of its items (devices: text
+   * built from each cached device's memoised JSON and its live fields).
+   */
+  readonly renderList?: (page: Page<T>) => Effect.Effect<JsonText, SqlError, HttpServices>
   /** Completes what the store query read before it is answered (spaces: live counts from their entities). */
   readonly present?: (items: ReadonlyArray<T>) => Effect.Effect<Array<T>, SqlError, HttpServices>
 }
@@ -183,6 +188,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         const page = spec.cachedList === undefined
           ? yield* load
           : yield* spec.cachedList(organisationId, JSON.stringify([organisationId, filterValues, list, search?.text ?? null]), q.order, load)
+        if (spec.renderList !== undefined) return yield* spec.renderList(page)
         const items = spec.present === undefined ? page.items : yield* spec.present(page.items)
         return listReply({ items, total: page.total }, spec.plural)
       })

@@ -2,16 +2,16 @@ import { z } from "@hono/zod-openapi"
 import { Effect } from "effect"
 import type { Principal } from "../../../auth/Principal.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge } from "../../../domain/errors.ts"
-import { Ingest } from "../../../ingest/Ingest.ts"
+import { type EventJson, Ingest } from "../../../ingest/Ingest.ts"
 import { parseJsonOrText } from "../../../ingest/payload.ts"
 import { eventInput, locationInput, MAX_EVENT_FILE_BYTES } from "../../../ingest/schemas.ts"
-import { getOne, type ListParams, listOf } from "../../../store/crud.ts"
+import { getOne, type ListParams, listOf, type Page } from "../../../store/crud.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
 import { Sql, type SqlError } from "../../../store/Sql.ts"
 import { eventQuery, locationQuery } from "../../../store/traffic.ts"
 import type { EventFile } from "../../../store/Writer.ts"
 import { idParams, listParams } from "../params.ts"
-import { type Api, listReply } from "../route.ts"
+import { type Api, JsonText, listReply } from "../route.ts"
 
 const eventSchema = z.object({
   id: z.string(),
@@ -85,6 +85,16 @@ export const formData = (value: unknown): Effect.Effect<unknown, InvalidInput> =
 }
 
 export const isJson = (contentType: string | undefined) => /json/i.test(contentType ?? "")
+
+/** An events page's answer as text, memoised per page read: a cached page is stringified once. */
+const eventsTexts = new WeakMap<object, string>()
+const eventsText = (page: Page<EventJson>): string => {
+  const known = eventsTexts.get(page)
+  if (known !== undefined) return known
+  const text = JSON.stringify({ events: page.items, count: page.total })
+  eventsTexts.set(page, text)
+  return text
+}
 
 /** Events and locations over REST (commands: `commands.ts`). */
 export const trafficRoutes = (api: Api): void => {
@@ -189,7 +199,7 @@ export const trafficRoutes = (api: Api): void => {
             Effect.andThen(check, Sql.use((sql) => listOf(sql, eventQuery, organisationId, filters, list)))
           )
         )
-        return listReply(page, "events")
+        return new JsonText(eventsText(page), { "X-Total-Count": String(page.total) })
       })
   })
 
