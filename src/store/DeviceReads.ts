@@ -124,30 +124,34 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         unindex(pagesOfOrganisation, entry.organisationId, key)
         if (entry.anySign) unindex(anySignPages, entry.organisationId, key)
       }
-      /** Drops the pages under `ids` in `map` (copied first: dropping edits the sets). */
-      const dropIndexed = (map: Map<string, Set<string>>, ids: Iterable<string>) => {
+      /** Drops the pages under `id` in `map` (copied first: dropping edits the set); every drop counts in the epoch. */
+      const dropIndexed = (map: Map<string, Set<string>>, id: string) => {
         epoch++
-        for (const id of ids) {
-          const keys = map.get(id)
-          if (keys !== undefined) for (const key of [...keys]) dropPage(key)
-        }
+        const keys = map.get(id)
+        if (keys !== undefined) for (const key of [...keys]) dropPage(key)
       }
-      const dropPagesHolding = (deviceIds: Iterable<string>) => dropIndexed(pagesOf, deviceIds)
+      const dropPagesHolding = (deviceIds: ReadonlyArray<string>) => {
+        for (const id of deviceIds) dropIndexed(pagesOf, id)
+      }
       const dropOrganisation = (organisationId: string) => {
         for (const [id, entry] of entries) if (entry.organisationId === organisationId) entries.delete(id)
-        dropIndexed(pagesOfOrganisation, [organisationId])
+        dropIndexed(pagesOfOrganisation, organisationId)
       }
-      /** Devices' `lastSeenAt` moved: their entries and pages, and the pages any sign of life changes (of `organisationId`, when known). */
-      const seen = (deviceIds: ReadonlyArray<string>, organisationId: string | undefined) => {
-        for (const id of deviceIds) entries.delete(id)
-        dropPagesHolding(deviceIds)
-        dropIndexed(anySignPages, organisationId === undefined ? [...anySignPages.keys()] : [organisationId])
+      /** A device's `lastSeenAt` moved: its entry and pages, and its organisation's pages any sign of life changes. */
+      const seen = (deviceId: string, organisationId: string) => {
+        entries.delete(deviceId)
+        dropIndexed(pagesOf, deviceId)
+        dropIndexed(anySignPages, organisationId)
       }
-      yield* bus.onDelivery((delivery) => seen([delivery.deviceId], delivery.organisationId))
+      yield* bus.onDelivery((delivery) => seen(delivery.deviceId, delivery.organisationId))
       yield* bus.onControl((message) => {
         if (message.type === "devices.changed") dropOrganisation(message.organisationId)
-        else if (message.type === "devices.seen") seen(message.deviceIds, undefined)
-        else if (message.type === "devices.left") dropPagesHolding(message.deviceIds)
+        else if (message.type === "devices.seen") {
+          // The notice names no organisation: every organisation's any-sign pages go.
+          for (const id of message.deviceIds) entries.delete(id)
+          dropPagesHolding(message.deviceIds)
+          for (const organisationId of [...anySignPages.keys()]) dropIndexed(anySignPages, organisationId)
+        } else if (message.type === "devices.left") dropPagesHolding(message.deviceIds)
       })
 
       const evict = () => {
