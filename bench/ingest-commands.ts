@@ -10,7 +10,10 @@
  *
  * Aim: p99 ≤ 10 ms and ≤ 3× the peer's p99 in the same run.
  */
-import { onShutdown, parallel, percentile, start, stop } from "./harness.ts"
+import { readFileSync, rmSync } from "node:fs"
+import { cpus, tmpdir } from "node:os"
+import { join } from "node:path"
+import { machineCores, machineTicks, onShutdown, parallel, percentile, postgresCpuSeconds, processCpuSeconds, start, stop } from "./harness.ts"
 import type { CommandsLoadResult } from "./commands-load.ts"
 
 export const COMMAND_SLUG = "bench-ping"
@@ -35,6 +38,11 @@ export interface CommandCase {
   readonly p50: number
   readonly p99: number
   readonly max: number
+  /** `POST /v1/commands/run`: p50 and p99 of the time to the HTTP answer (NaN for the other senders). */
+  readonly answerP50: number
+  readonly answerP99: number
+  /** Cores used in the measured window: the server process, Postgres (its shared processes and this database's backends), the load process, the machine. */
+  readonly cpu: { readonly server: number; readonly postgres: number; readonly loadgen: number; readonly machine: number }
 }
 
 /** A command with the bench's slug on every device (one that exists already is kept). */
@@ -63,7 +71,12 @@ export const runCommandCase = async (options: {
   readonly warmupMs: number
   readonly durationMs: number
   readonly clientPrefix: string
+  /** The server process, for its CPU. */
+  readonly serverPid: number | undefined
+  /** The Postgres database the server uses, for its CPU; undefined without Postgres. */
+  readonly database: string | undefined
 }): Promise<CommandCase> => {
+  const resultFile = join(tmpdir(), `voltaic-commands-${process.pid}-${Date.now()}.json`)
   const load = start("commands load", process.execPath, ["--import", "tsx", "bench/commands-load.ts"], { cwd: options.root, env: process.env })
   const close = onShutdown(() => stop(load))
   try {
@@ -77,11 +90,32 @@ export const runCommandCase = async (options: {
       rate: options.rate,
       warmupMs: options.warmupMs,
       durationMs: options.durationMs,
-      clientPrefix: options.clientPrefix
+      clientPrefix: options.clientPrefix,
+      resultFile
     }))
     const budget = options.warmupMs + options.durationMs + 120_000
-    const [line] = await load.waitForLine(/^\{.*\}$/, budget)
-    const result = JSON.parse(line) as CommandsLoadResult
+    const resultLine = load.waitForLine(/^RESULT$/, budget)
+    resultLine.catch(() => undefined)
+    const reading = () => ({
+      at: performance.now(),
+      server: processCpuSeconds(options.serverPid),
+      postgres: options.database === undefined ? Number.NaN : postgresCpuSeconds(options.database),
+      loadgen: processCpuSeconds(load.process.pid),
+      machine: machineTicks()
+    })
+    await load.waitForLine(/^MEASURING$/, budget)
+    const before = reading()
+    await load.waitForLine(/^SENT$/, budget)
+    const after = reading()
+    const seconds = (after.at - before.at) / 1000
+    const cpu = {
+      server: (after.server - before.server) / seconds,
+      postgres: (after.postgres - before.postgres) / seconds,
+      loadgen: (after.loadgen - before.loadgen) / seconds,
+      machine: machineCores(before.machine, after.machine)
+    }
+    await resultLine
+    const result = JSON.parse(readFileSync(resultFile, "utf8")) as CommandsLoadResult
     return {
       target: options.target,
       ceiling: options.ceiling,
@@ -93,14 +127,19 @@ export const runCommandCase = async (options: {
       firstError: result.firstError,
       p50: percentile(result.latencyMs, 50),
       p99: percentile(result.latencyMs, 99),
-      max: result.latencyMs.at(-1) ?? Number.NaN
+      max: result.latencyMs.at(-1) ?? Number.NaN,
+      answerP50: result.answerMs.length === 0 ? Number.NaN : percentile(result.answerMs, 50),
+      answerP99: result.answerMs.length === 0 ? Number.NaN : percentile(result.answerMs, 99),
+      cpu
     }
   } finally {
+    rmSync(resultFile, { force: true })
     await close()
   }
 }
 
 const ms = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "–")
+const cores = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "–")
 
 /** The peer's p99 in the same run (the first ceiling's forwarded case). */
 const peerOf = (cases: ReadonlyArray<CommandCase>) => cases.find((c) => c.ceiling && c.via === "forward")
@@ -108,7 +147,7 @@ const peerOf = (cases: ReadonlyArray<CommandCase>) => cases.find((c) => c.ceilin
 export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
   const peer = peerOf(cases)
   return {
-    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`],
+    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`, "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU"],
     numericFrom: 2,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
@@ -120,7 +159,11 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
       ms(c.p50),
       ms(c.p99),
       ms(c.max),
-      c.ceiling || peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`
+      c.ceiling || peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`,
+      cores(c.cpu.server),
+      cores(c.cpu.postgres),
+      cores(c.cpu.loadgen),
+      `${cores(c.cpu.machine)}/${cpus().length}`
     ])
   }
 }

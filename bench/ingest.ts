@@ -25,6 +25,7 @@
  * to TLS against `postgres` (aim: < 5 % of the stored MQTT QoS 1 events/s), appear when both sides ran), BENCH_CASES
  * (idle,latency,qos0,qos1,coap,http,commands), BENCH_DURATION seconds per throughput case (10; also the
  * command case's), BENCH_COMMAND_RATE command runs/s of the command case (1000; `bench/ingest-commands.ts`),
+ * BENCH_COMMAND_VIA the senders of Voltaic's command case (http,mqtt),
  * BENCH_LATENCY_DURATION seconds of the latency case (60: long enough to take in the server's full
  * GCs, which a 10 s window may miss), BENCH_WARMUP seconds before each (2), BENCH_DEVICES (1000),
  * BENCH_IDLE_CONNECTIONS (10000),
@@ -36,7 +37,8 @@
  * benchmark's database), BENCH_MOSQUITTO_URL (mqtt://127.0.0.1:1883), BENCH_CPU_PROF (a
  * directory: run the Voltaic servers with `--cpu-prof` into it), BENCH_ENTRY (src/main.ts),
  * BENCH_SERVER_NODE_ARGS (extra node flags for the Voltaic servers, e.g. `--max-semi-space-size=64`),
- * BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
+ * BENCH_SERVER_LOG (a file: append the Voltaic servers' stdout to it, e.g. with `--trace-gc` in
+ * BENCH_SERVER_NODE_ARGS), BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
  * BENCH_LOAD_CLIENT (lean: MQTT publishers on bench/lean-mqtt.ts; mqtt.js: on the mqtt package),
  * BENCH_PEER (a checkout of an earlier commit: the target `peer`, on by default then, runs that
  * commit's own server on Postgres in the same run), BENCH_NO_RECORD (set: do not append to RESULTS.md).
@@ -118,6 +120,7 @@ const settings = {
   durationSeconds: intSetting("BENCH_DURATION", 10, 1),
   latencySeconds: intSetting("BENCH_LATENCY_DURATION", 60, 1),
   commandRate: intSetting("BENCH_COMMAND_RATE", 1000, 1),
+  commandVia: (process.env.BENCH_COMMAND_VIA ?? "http,mqtt").split(",").map((s) => s.trim()),
   warmupSeconds: intSetting("BENCH_WARMUP", 2, 0),
   devices: intSetting("BENCH_DEVICES", 1000, 1),
   idleConnections: intSetting("BENCH_IDLE_CONNECTIONS", 10_000, 1),
@@ -386,6 +389,8 @@ const startVoltaic = async (
     Object.assign(env, { TLS_CERT_FILE: variant.tls.certFile, TLS_KEY_FILE: variant.tls.keyFile, MQTTS_PORT: "0", HTTPS_PORT: "off", MQTT_WSS_PORT: "off" })
   }
   const child = node(`voltaic (${name})`, [...settings.serverNodeArgs, ...profile, ...brokerFlags, entry], env)
+  const serverLog = process.env.BENCH_SERVER_LOG
+  if (serverLog !== undefined) child.process.stdout!.on("data", (chunk: Buffer) => appendFileSync(serverLog, chunk))
   const close = onShutdown(async () => {
     await stop(child, 15_000)
     await cleanup()
@@ -1125,14 +1130,16 @@ const main = async () => {
           rate: settings.commandRate,
           warmupMs: settings.warmupSeconds * 1000,
           durationMs: settings.durationSeconds * 1000,
-          clientPrefix: `vb${RUN}-cmd-${via}`
+          clientPrefix: `vb${RUN}-cmd-${via}`,
+          serverPid: t.pid,
+          database: t.database
         })
-        console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
+        console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
         results.commands.push(c)
       }
       if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
       else {
-        for (const [label, via] of [["commands over REST", "http"], ["commands over MQTT", "mqtt"]] as const) {
+        for (const [label, via] of ([["commands over REST", "http"], ["commands over MQTT", "mqtt"]] as const).filter(([, via]) => settings.commandVia.includes(via))) {
           cases.push({
             label,
             run: async (t) => {
