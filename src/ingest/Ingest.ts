@@ -1,7 +1,8 @@
-import { Cause, Context, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Data, Effect, Exit, Layer } from "effect"
 import type { Principal } from "../auth/Principal.ts"
 import { Bus } from "../bus/Bus.ts"
 import { Activity } from "./Activity.ts"
+import { makeCommandDirectory } from "./commands.ts"
 import { makeDeviceResolver } from "./devices.ts"
 import { DeviceReads } from "../store/DeviceReads.ts"
 import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
@@ -68,8 +69,13 @@ export interface IngestService {
     done: (exit: Exit.Exit<EventJson, SqlError | NotFound>) => void,
     wait?: boolean
   ): boolean
-  /** Forgets cached device ownership (after a device is deleted). */
+  /** Forgets cached device ownership and commands (after a device is deleted). */
   forgetDevices(): void
+  /**
+   * An organisation's command was renamed or deleted: the commands held for runs are dropped
+   * here and, by a bus notice, in every other process.
+   */
+  commandsChanged(organisationId: string): Effect.Effect<void>
 }
 
 /** JSON text over the data limit in UTF-8 bytes; the byte count is taken only when it could be. */
@@ -84,6 +90,9 @@ const FOREIGN_KEY_VIOLATION = "23503"
  */
 const gone = (resource: string, id: string) => <E extends { readonly _tag: string }>(e: E): E | NotFound =>
   e._tag === "SqlError" && "code" in e && e.code === FOREIGN_KEY_VIOLATION ? new NotFound({ resource, id }) : e
+
+/** A run's command, held by this process, was gone from the store: it is looked up again once. */
+class StaleCommand extends Data.TaggedError("StaleCommand")<{ readonly notFound: NotFound }> {}
 
 /** Counts an event's outcome (`voltaic_events_ingested_total`); an interruption is not one. */
 const countEventExit = (protocol: Protocol, exit: Exit.Exit<unknown, { readonly _tag: string }>) => {
@@ -107,6 +116,10 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
       const reads = yield* DeviceReads
       // A device created by its first event is one more in its organisation's lists.
       const { resolveDevice, knownDevice, forget } = makeDeviceResolver(sql, (organisationId) => reads.changed(organisationId))
+      const commands = makeCommandDirectory(sql)
+      yield* bus.onControl((message) => {
+        if (message.type === "commands.changed") commands.forgetOrganisation(message.organisationId)
+      })
 
       const dataText = (data: unknown) => {
         if (data === undefined) return Effect.succeed(null)
@@ -224,54 +237,48 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
           return json
         })
 
-      const runCommand: IngestService["runCommand"] = (envelope) =>
+      /**
+       * The command a run names, from the directory (`fresh`: from the store). The id decides;
+       * a slug or device given with it must agree rather than be ignored.
+       */
+      const commandOf = (principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) =>
         Effect.gen(function*() {
-          const principal = envelope.principal
-          if (principal.kind === "device") {
-            return yield* new Forbidden({ message: "a device key receives commands; it cannot run them" })
-          }
-          if (principal.kind === "management") {
-            return yield* new Forbidden({ message: "a management token serves the user-management interface only" })
-          }
           const input = envelope.payload
-          let command: { id: string; slug: string; device_id: string } | undefined
           if (input.id !== undefined) {
-            const rows = yield* sql.query<{ id: string; slug: string; device_id: string }>(
-              "SELECT id, slug, device_id FROM commands WHERE id = $1 AND organisation_id = $2",
-              [input.id, principal.organisationId]
-            )
-            command = rows[0]
+            const command = yield* commands.byId(principal.organisationId, input.id, fresh)
             if (command === undefined) return yield* new NotFound({ resource: "command", id: input.id })
-            // The id decides; a slug or device given with it must agree rather than be ignored.
             if (input.slug !== undefined && input.slug !== command.slug) {
               return yield* new InvalidInput({ field: "slug", message: `slug: command ${command.id} has slug ${command.slug}, not ${input.slug}` })
             }
             if (envelope.device !== undefined && (envelope.device.id !== undefined || envelope.device.customId !== undefined)) {
               const named = yield* resolveDevice(principal, envelope.device, false)
-              if (named !== command.device_id) {
-                return yield* new InvalidInput({ field: "device", message: `device: command ${command.id} belongs to device ${command.device_id}, not ${named}` })
+              if (named !== command.deviceId) {
+                return yield* new InvalidInput({ field: "device", message: `device: command ${command.id} belongs to device ${command.deviceId}, not ${named}` })
               }
             }
-          } else {
-            if (input.slug === undefined) {
-              return yield* new InvalidInput({ field: "slug", message: "slug: is required (or the command id)" })
-            }
-            const deviceId = yield* resolveDevice(principal, envelope.device, false)
-            const rows = yield* sql.query<{ id: string; slug: string; device_id: string }>(
-              "SELECT id, slug, device_id FROM commands WHERE device_id = $1 AND slug = $2 AND organisation_id = $3",
-              [deviceId, input.slug, principal.organisationId]
-            )
-            command = rows[0]
-            if (command === undefined) return yield* new NotFound({ resource: "command", id: `${input.slug} of device ${deviceId}` })
+            return command
           }
+          if (input.slug === undefined) {
+            return yield* new InvalidInput({ field: "slug", message: "slug: is required (or the command id)" })
+          }
+          const deviceId = yield* resolveDevice(principal, envelope.device, false)
+          const command = yield* commands.bySlug(principal.organisationId, deviceId, input.slug, fresh)
+          if (command === undefined) return yield* new NotFound({ resource: "command", id: `${input.slug} of device ${deviceId}` })
+          return command
+        })
+
+      const runOnce = (principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) =>
+        Effect.gen(function*() {
+          const command = yield* commandOf(principal, envelope, fresh)
           if (principal.kind === "app" && principal.readOnly) return yield* new Forbidden({ message: "this application key is read-only" })
+          const input = envelope.payload
           const data = yield* dataText(input.data)
           const now = Date.now()
           const run: CommandRunJson = {
             id: newId("cmd", now),
             slug: command.slug,
             data: input.data ?? null,
-            device: { id: command.device_id },
+            device: { id: command.deviceId },
             timestamp: now
           }
           // Stored first, like every acknowledged write: a retried run (back-pressure) is then
@@ -282,22 +289,58 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
               id: run.id,
               organisationId: principal.organisationId,
               commandId: command.id,
-              deviceId: command.device_id,
+              deviceId: command.deviceId,
               data,
               timestamp: now,
               protocol: envelope.protocol
             }
-          }), gone("command", command.id))
+          }), (e) => {
+            const mapped = gone("command", command.id)(e)
+            // A held command that is gone: it may have been deleted (and one of the same slug made) elsewhere.
+            if (mapped._tag !== "NotFound" || fresh) return mapped
+            commands.drop(command.id)
+            return new StaleCommand({ notFound: mapped })
+          })
           yield* bus.deliver({
             organisationId: principal.organisationId,
-            deviceId: command.device_id,
-            topic: commandRunTopic(command.device_id, command.slug),
+            deviceId: command.deviceId,
+            topic: commandRunTopic(command.deviceId, command.slug),
             payload: JSON.stringify(run)
           })
           return { ...run, command: { id: command.id } }
         })
 
-      return Ingest.of({ event, submitEvent, location, runCommand, forgetDevices: forget })
+      const runCommand: IngestService["runCommand"] = (envelope) => {
+        const principal = envelope.principal
+        if (principal.kind === "device") {
+          return Effect.fail(new Forbidden({ message: "a device key receives commands; it cannot run them" }))
+        }
+        if (principal.kind === "management") {
+          return Effect.fail(new Forbidden({ message: "a management token serves the user-management interface only" }))
+        }
+        return runOnce(principal, envelope, false).pipe(
+          Effect.catchTag("StaleCommand", () =>
+            runOnce(principal, envelope, true).pipe(Effect.catchTag("StaleCommand", (stale) => Effect.fail(stale.notFound))))
+        )
+      }
+
+      const commandsChanged: IngestService["commandsChanged"] = (organisationId) =>
+        Effect.andThen(
+          Effect.sync(() => commands.forgetOrganisation(organisationId)),
+          bus.control({ type: "commands.changed", organisationId })
+        )
+
+      return Ingest.of({
+        event,
+        submitEvent,
+        location,
+        runCommand,
+        commandsChanged,
+        forgetDevices: () => {
+          forget()
+          commands.clear()
+        }
+      })
     })
   )
 }

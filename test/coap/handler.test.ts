@@ -57,6 +57,7 @@ const recording = (outcome: (envelope: Envelope<unknown>) => Effect.Effect<never
       }),
     runCommand: () => Effect.die("not used over CoAP"),
     submitEvent: () => false,
+    commandsChanged: () => Effect.void,
     forgetDevices: () => undefined
   }
   return { envelopes, layer: Layer.succeed(Ingest, Ingest.of(service)) }

@@ -34,6 +34,7 @@ const gatedIngest = (received: Deferred.Deferred<void>, release: Deferred.Deferr
       location: () => Effect.die("not used"),
       runCommand: () => Effect.die("not used"),
       submitEvent: () => false,
+      commandsChanged: () => Effect.void,
       forgetDevices: () => undefined
     })
   )
@@ -78,6 +79,7 @@ const behindIngest = Layer.succeed(
     location: () => Effect.die("not used"),
     runCommand: () => Effect.die("not used"),
     submitEvent: () => false,
+    commandsChanged: () => Effect.void,
     forgetDevices: () => undefined
   })
 )

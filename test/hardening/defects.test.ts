@@ -23,6 +23,7 @@ const faulty: IngestService = {
   submitEvent: () => {
     throw bug()
   },
+  commandsChanged: () => Effect.void,
   forgetDevices: () => undefined
 }
 

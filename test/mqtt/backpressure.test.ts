@@ -35,6 +35,7 @@ describe("MQTT publish acknowledgement", () => {
       location: () => Effect.die("not used"),
       runCommand: () => Effect.die("not used"),
       submitEvent: () => false,
+      commandsChanged: () => Effect.void,
       forgetDevices: () => {}
     }))
     const SqlFake = Layer.succeed(Sql, {

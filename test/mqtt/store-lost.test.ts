@@ -37,6 +37,7 @@ describe("MQTT publishes while the store is lost", () => {
       location: () => Effect.die("not used"),
       runCommand: () => Effect.die("not used"),
       submitEvent: () => false,
+      commandsChanged: () => Effect.void,
       forgetDevices: () => {}
     }))
     const SqlFake = Layer.succeed(Sql, {

@@ -119,6 +119,7 @@ export const commandRoutes = (api: Api): void => {
       Effect.gen(function*() {
         const sql = yield* Sql
         yield* updateRow(sql, commandsTable, principal.organisationId, params.id, body)
+        if (body.slug !== undefined) yield* Ingest.use((ingest) => ingest.commandsChanged(principal.organisationId))
         return yield* getOne(sql, commandQuery, principal.organisationId, params.id)
       })
   })
@@ -133,6 +134,7 @@ export const commandRoutes = (api: Api): void => {
     response: deletedSchema,
     handler: ({ principal, params }) =>
       Sql.use((sql) => deleteRow(sql, commandsTable, principal.organisationId, params.id)).pipe(
+        Effect.andThen(Ingest.use((ingest) => ingest.commandsChanged(principal.organisationId))),
         Effect.as({ id: params.id, deleted: true })
       )
   })
