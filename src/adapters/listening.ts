@@ -20,12 +20,11 @@ export interface Bound<Handler> {
  * scope that runs `closeWithScope` (the adapter's): the listener then closes before the
  * services behind the adapter.
  */
-export const bindOwn = <A, E, S>(bind: Effect.Effect<A, E, S | Scope.Scope>) =>
-  Effect.gen(function*() {
-    const own = yield* Scope.fork(yield* Effect.scope)
-    const value = yield* Scope.provide(own)(bind)
-    return { value, closeWithScope: Effect.addFinalizer(() => Scope.close(own, Exit.void)) }
-  })
+export const bindOwn = Effect.fnUntraced(function*<A, E, S>(bind: Effect.Effect<A, E, S | Scope.Scope>) {
+  const own = yield* Scope.fork(yield* Effect.scope)
+  const value = yield* Scope.provide(own)(bind)
+  return { value, closeWithScope: Effect.addFinalizer(() => Scope.close(own, Exit.void)) }
+})
 
 /**
  * Binds with a stand-in handler that calls the real one once it is opened. `bind` receives

@@ -25,92 +25,91 @@ const defaultOptions: NatsBusOptions = { reconnectTimeWaitMs: 500 }
  * without bound and discards them at its next attempt anyway: a subscriber on the process that
  * ingested an event still receives it, one on another process does not.
  */
-export const makeNatsBus = (url: string, options: Partial<NatsBusOptions> = {}) =>
-  Effect.gen(function*() {
-    const { reconnectTimeWaitMs } = { ...defaultOptions, ...options }
-    const run = yield* FiberSet.makeRuntime<never>()
-    const outage = makeOutage({
-      lost: (reason) => `bus: lost NATS (${reason})`,
-      restored: (seconds) => `bus: reconnected to NATS after ${seconds} s`
-    }, {
-      warn: (message) => void run(Effect.logWarning(message)),
-      info: (message) => void run(Effect.logInfo(message))
-    })
-    const nc = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: () =>
-          connect({ servers: url, name: "voltaic", maxReconnectAttempts: -1, reconnectTimeWait: reconnectTimeWaitMs }),
-        catch: (cause) =>
-          new BusUnreachable({
-            setting: "NATS_URL",
-            message: `cannot reach NATS at ${url}: ${cause instanceof Error ? cause.message : String(cause)}`
-          })
-      }),
-      (nc: NatsConnection) => Effect.promise(() => nc.drain()).pipe(Effect.ignore)
-    )
-    // nats.js reports one `disconnect` per lost connection and one `reconnect` when an attempt
-    // succeeds (its subscriptions are then renewed); the iterator ends when the connection closes.
-    void (async () => {
-      let lastError: string | undefined
-      for await (const status of nc.status()) {
-        if (status.type === "error") lastError = status.error.message
-        else if (status.type === "disconnect") outage.lost(`disconnected from ${status.server}${lastError ? `: ${lastError}` : ""}`)
-        else if (status.type === "reconnect") {
-          lastError = undefined
-          outage.restored(outage.epoch)
-        }
-      }
-    })()
-
-    const subscribe = <A>(subject: string, decode: (text: string) => A, handler: (value: A) => void) =>
-      Effect.acquireRelease(
-        Effect.sync(() =>
-          nc.subscribe(subject, {
-            callback: (err, msg) => {
-              if (err) return
-              let value: A
-              try {
-                value = decode(decoder.decode(msg.data))
-              } catch {
-                return // not ours: ignore a malformed message rather than stop the subscription
-              }
-              handler(value)
-            }
-          })
-        ),
-        (sub) => Effect.sync(() => sub.unsubscribe())
-      ).pipe(Effect.asVoid)
-
-    /**
-     * Never throws: callers are on the writer's acknowledgement path. nats.js throws once the
-     * connection is closed or draining (shutdown) and for a message over the server's
-     * max_payload; such a delivery is dropped like one published during an outage.
-     */
-    const publish = (subject: string, text: string) => {
-      try {
-        nc.publish(subject, encoder.encode(text))
-      } catch (cause) {
-        if (!nc.isClosed() && !nc.isDraining()) {
-          run(Effect.logWarning(`bus: a message on ${subject} was dropped: ${cause instanceof Error ? cause.message : String(cause)}`))
-        }
-      }
-    }
-    const localDeliveries = makeLocalFanout<Delivery>()
-    const localControls = makeLocalFanout<ControlMessage>()
-    const send = (delivery: Delivery) =>
-      outage.down ? localDeliveries.emit(delivery) : publish(trafficSubject(delivery.deviceId), JSON.stringify(delivery))
-
-    const bus: BusService = {
-      kind: "nats",
-      connected: () => !outage.down,
-      deliver: (delivery) => Effect.sync(() => send(delivery)),
-      send,
-      onDelivery: (handler) =>
-        Effect.andThen(subscribe(TRAFFIC_WILDCARD, (text) => JSON.parse(text) as Delivery, handler), localDeliveries.add(handler)),
-      control: (message) =>
-        Effect.sync(() => outage.down ? localControls.emit(message) : publish(CONTROL_SUBJECT, JSON.stringify(message))),
-      onControl: (handler) =>
-        Effect.andThen(subscribe(CONTROL_SUBJECT, (text) => JSON.parse(text) as ControlMessage, handler), localControls.add(handler))
-    }
-    return bus
+export const makeNatsBus = Effect.fnUntraced(function*(url: string, options: Partial<NatsBusOptions> = {}) {
+  const { reconnectTimeWaitMs } = { ...defaultOptions, ...options }
+  const run = yield* FiberSet.makeRuntime<never>()
+  const outage = makeOutage({
+    lost: (reason) => `bus: lost NATS (${reason})`,
+    restored: (seconds) => `bus: reconnected to NATS after ${seconds} s`
+  }, {
+    warn: (message) => void run(Effect.logWarning(message)),
+    info: (message) => void run(Effect.logInfo(message))
   })
+  const nc = yield* Effect.acquireRelease(
+    Effect.tryPromise({
+      try: () =>
+        connect({ servers: url, name: "voltaic", maxReconnectAttempts: -1, reconnectTimeWait: reconnectTimeWaitMs }),
+      catch: (cause) =>
+        new BusUnreachable({
+          setting: "NATS_URL",
+          message: `cannot reach NATS at ${url}: ${cause instanceof Error ? cause.message : String(cause)}`
+        })
+    }),
+    (nc: NatsConnection) => Effect.promise(() => nc.drain()).pipe(Effect.ignore)
+  )
+  // nats.js reports one `disconnect` per lost connection and one `reconnect` when an attempt
+  // succeeds (its subscriptions are then renewed); the iterator ends when the connection closes.
+  void (async () => {
+    let lastError: string | undefined
+    for await (const status of nc.status()) {
+      if (status.type === "error") lastError = status.error.message
+      else if (status.type === "disconnect") outage.lost(`disconnected from ${status.server}${lastError ? `: ${lastError}` : ""}`)
+      else if (status.type === "reconnect") {
+        lastError = undefined
+        outage.restored(outage.epoch)
+      }
+    }
+  })()
+
+  const subscribe = <A>(subject: string, decode: (text: string) => A, handler: (value: A) => void) =>
+    Effect.acquireRelease(
+      Effect.sync(() =>
+        nc.subscribe(subject, {
+          callback: (err, msg) => {
+            if (err) return
+            let value: A
+            try {
+              value = decode(decoder.decode(msg.data))
+            } catch {
+              return // not ours: ignore a malformed message rather than stop the subscription
+            }
+            handler(value)
+          }
+        })
+      ),
+      (sub) => Effect.sync(() => sub.unsubscribe())
+    ).pipe(Effect.asVoid)
+
+  /**
+   * Never throws: callers are on the writer's acknowledgement path. nats.js throws once the
+   * connection is closed or draining (shutdown) and for a message over the server's
+   * max_payload; such a delivery is dropped like one published during an outage.
+   */
+  const publish = (subject: string, text: string) => {
+    try {
+      nc.publish(subject, encoder.encode(text))
+    } catch (cause) {
+      if (!nc.isClosed() && !nc.isDraining()) {
+        run(Effect.logWarning(`bus: a message on ${subject} was dropped: ${cause instanceof Error ? cause.message : String(cause)}`))
+      }
+    }
+  }
+  const localDeliveries = makeLocalFanout<Delivery>()
+  const localControls = makeLocalFanout<ControlMessage>()
+  const send = (delivery: Delivery) =>
+    outage.down ? localDeliveries.emit(delivery) : publish(trafficSubject(delivery.deviceId), JSON.stringify(delivery))
+
+  const bus: BusService = {
+    kind: "nats",
+    connected: () => !outage.down,
+    deliver: (delivery) => Effect.sync(() => send(delivery)),
+    send,
+    onDelivery: (handler) =>
+      Effect.andThen(subscribe(TRAFFIC_WILDCARD, (text) => JSON.parse(text) as Delivery, handler), localDeliveries.add(handler)),
+    control: (message) =>
+      Effect.sync(() => outage.down ? localControls.emit(message) : publish(CONTROL_SUBJECT, JSON.stringify(message))),
+    onControl: (handler) =>
+      Effect.andThen(subscribe(CONTROL_SUBJECT, (text) => JSON.parse(text) as ControlMessage, handler), localControls.add(handler))
+  }
+  return bus
+})

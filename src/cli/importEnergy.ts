@@ -73,25 +73,24 @@ const checkFile = async (path: string, file: string, kind: EnergyKind, batchSize
 const DEVICE_CHUNK = 10_000
 
 /** Every device named must be the organisation's (as the HTTP import checks per request): the first stranger is named by its line. */
-const checkDevices = (sql: SqlClient, organisation: Organisation, devices: Map<string, number>, file: string) =>
-  Effect.gen(function*() {
-    const ids = [...devices.keys()]
-    const known = new Set<string>()
-    for (let i = 0; i < ids.length; i += DEVICE_CHUNK) {
-      const rows = yield* sql.query<{ id: string }>(
-        "SELECT id FROM devices WHERE id = ANY($1::text[]) AND organisation_id = $2",
-        [ids.slice(i, i + DEVICE_CHUNK), organisation.id]
-      )
-      for (const row of rows) known.add(row.id)
-    }
-    const strangers = ids.filter((id) => !known.has(id)).sort((a, b) => devices.get(a)! - devices.get(b)!)
-    if (strangers.length > 0) {
-      const id = strangers[0]
-      return yield* new ImportRefused({
-        message: `${file} line ${devices.get(id)}: device: device ${id} not found in ${organisation.name} (${organisation.id})${NOTHING}`
-      })
-    }
-  })
+const checkDevices = Effect.fnUntraced(function*(sql: SqlClient, organisation: Organisation, devices: Map<string, number>, file: string) {
+  const ids = [...devices.keys()]
+  const known = new Set<string>()
+  for (let i = 0; i < ids.length; i += DEVICE_CHUNK) {
+    const rows = yield* sql.query<{ id: string }>(
+      "SELECT id FROM devices WHERE id = ANY($1::text[]) AND organisation_id = $2",
+      [ids.slice(i, i + DEVICE_CHUNK), organisation.id]
+    )
+    for (const row of rows) known.add(row.id)
+  }
+  const strangers = ids.filter((id) => !known.has(id)).sort((a, b) => devices.get(a)! - devices.get(b)!)
+  if (strangers.length > 0) {
+    const id = strangers[0]
+    return yield* new ImportRefused({
+      message: `${file} line ${devices.get(id)}: device: device ${id} not found in ${organisation.name} (${organisation.id})${NOTHING}`
+    })
+  }
+})
 
 const readFailure = (file: string) => (cause: unknown) =>
   new ImportRefused({
@@ -112,75 +111,74 @@ interface ImportInput {
  * requests would be. `meter` rows continue from the stored register batch after batch, so a
  * meter's rows in timestamp order give the figures of a single import.
  */
-export const importEnergy = (input: ImportInput) =>
-  Effect.gen(function*() {
-    const sql = yield* Sql
-    const file = basename(input.path)
-    const started = performance.now()
-    const organisation = yield* findOrganisation(sql, input.organisationId)
-    const size = yield* Effect.tryPromise({ try: () => stat(input.path).then((s) => s.size), catch: readFailure(file) })
-    const checked = yield* Effect.tryPromise({
-      try: () => checkFile(input.path, file, input.kind, input.batchSize, size),
-      catch: readFailure(file)
-    })
-    if (checked.rows === 0) return yield* new ImportRefused({ message: `${file}: holds no rows${NOTHING}` })
-    yield* checkDevices(sql, organisation, checked.devices, file)
+export const importEnergy = Effect.fnUntraced(function*(input: ImportInput) {
+  const sql = yield* Sql
+  const file = basename(input.path)
+  const started = performance.now()
+  const organisation = yield* findOrganisation(sql, input.organisationId)
+  const size = yield* Effect.tryPromise({ try: () => stat(input.path).then((s) => s.size), catch: readFailure(file) })
+  const checked = yield* Effect.tryPromise({
+    try: () => checkFile(input.path, file, input.kind, input.batchSize, size),
+    catch: readFailure(file)
+  })
+  if (checked.rows === 0) return yield* new ImportRefused({ message: `${file}: holds no rows${NOTHING}` })
+  yield* checkDevices(sql, organisation, checked.devices, file)
 
-    const progress = makeProgress(process.stderr, { label: "importing", total: checked.rows, unit: "rows" })
-    const batches = rowBatches(input.path, input.batchSize)
-    let imported = 0
-    let stored = 0
-    let baselines = 0
-    let throughLine = 0
-    const sofar = () =>
-      imported === 0 ? "nothing was imported" : `the ${count(imported)} rows through line ${throughLine} were imported, the rest not`
-    yield* Effect.gen(function*() {
-      while (true) {
-        const next = yield* Effect.tryPromise({ try: () => batches.next(), catch: readFailure(file) })
-        if (next.done) break
-        const rows = new Array<ImportRow>(next.value.length)
-        for (let i = 0; i < rows.length; i++) {
-          const { line, text } = next.value[i]
-          const row = parseImportText(input.kind, text, imported + i)
-          if (row instanceof InvalidInput) {
-            return yield* new ImportRefused({ message: `${atLine(file, line, row)} (the file changed while it was imported); ${sofar()}` })
-          }
-          rows[i] = row
+  const progress = makeProgress(process.stderr, { label: "importing", total: checked.rows, unit: "rows" })
+  const batches = rowBatches(input.path, input.batchSize)
+  let imported = 0
+  let stored = 0
+  let baselines = 0
+  let throughLine = 0
+  const sofar = () =>
+    imported === 0 ? "nothing was imported" : `the ${count(imported)} rows through line ${throughLine} were imported, the rest not`
+  yield* Effect.gen(function*() {
+    while (true) {
+      const next = yield* Effect.tryPromise({ try: () => batches.next(), catch: readFailure(file) })
+      if (next.done) break
+      const rows = new Array<ImportRow>(next.value.length)
+      for (let i = 0; i < rows.length; i++) {
+        const { line, text } = next.value[i]
+        const row = parseImportText(input.kind, text, imported + i)
+        if (row instanceof InvalidInput) {
+          return yield* new ImportRefused({ message: `${atLine(file, line, row)} (the file changed while it was imported); ${sofar()}` })
         }
-        // A batch under way is committed and counted before an interruption stops the import
-        // (counted inside: once the region ends, the interruption comes first): the count said is exact.
-        yield* Effect.uninterruptible(Effect.tap(importReadings(sql, organisation.id, rows), (outcome) =>
-          Effect.sync(() => {
-            imported += outcome.imported
-            stored += outcome.stored
-            baselines += outcome.baselines
-            throughLine = next.value.at(-1)!.line
-          }))).pipe(
-            Effect.mapError((error) =>
-              new ImportRefused({
-                message: `${file} lines ${next.value[0].line}–${next.value.at(-1)!.line}: ${error.message}; ${sofar()}`
-              })
-            )
-          )
-        progress.update(imported)
+        rows[i] = row
       }
-    }).pipe(
-      Effect.ensuring(Effect.sync(() => progress.finish())),
-      Effect.onInterrupt(() =>
-        Effect.andThen(
-          Console.error(`voltaic: interrupted: ${sofar()}`),
-          // Not a success: a script running the import sees it stopped half-way.
-          Effect.sync(() => void (process.exitCode = INTERRUPTED))
+      // A batch under way is committed and counted before an interruption stops the import
+      // (counted inside: once the region ends, the interruption comes first): the count said is exact.
+      yield* Effect.uninterruptible(Effect.tap(importReadings(sql, organisation.id, rows), (outcome) =>
+        Effect.sync(() => {
+          imported += outcome.imported
+          stored += outcome.stored
+          baselines += outcome.baselines
+          throughLine = next.value.at(-1)!.line
+        }))).pipe(
+          Effect.mapError((error) =>
+            new ImportRefused({
+              message: `${file} lines ${next.value[0].line}–${next.value.at(-1)!.line}: ${error.message}; ${sofar()}`
+            })
+          )
         )
+      progress.update(imported)
+    }
+  }).pipe(
+    Effect.ensuring(Effect.sync(() => progress.finish())),
+    Effect.onInterrupt(() =>
+      Effect.andThen(
+        Console.error(`voltaic: interrupted: ${sofar()}`),
+        // Not a success: a script running the import sees it stopped half-way.
+        Effect.sync(() => void (process.exitCode = INTERRUPTED))
       )
     )
-    const seconds = (performance.now() - started) / 1000
-    yield* Console.log(
-      `Imported ${count(imported)} ${input.kind} rows from ${file} into ${organisation.name} (${organisation.id}): ` +
-        `${count(stored)} readings stored, ${count(baselines)} meter baselines set, in ${seconds.toFixed(1)} s ` +
-        `(${count(Math.round(imported / seconds))} rows/s).`
-    )
-  })
+  )
+  const seconds = (performance.now() - started) / 1000
+  yield* Console.log(
+    `Imported ${count(imported)} ${input.kind} rows from ${file} into ${organisation.name} (${organisation.id}): ` +
+      `${count(stored)} readings stored, ${count(baselines)} meter baselines set, in ${seconds.toFixed(1)} s ` +
+      `(${count(Math.round(imported / seconds))} rows/s).`
+  )
+})
 
 /** `voltaic import energy FILE`: readings from a file, on the database directly. */
 export const importEnergyCommand = Command.make(

@@ -65,20 +65,19 @@ const holdTransaction = (pglite: EmbeddedDb) =>
  * transaction of this client is a `PGlite.transaction` held open for the scope: nothing else (the
  * project's own `Sql` service included) runs inside it.
  */
-export const makePgliteSqlClient = (pglite: EmbeddedDb) =>
-  Effect.gen(function*() {
-    const client = yield* SqlClient.make({
-      acquirer: Effect.succeed(connectionOf(pglite)),
-      transactionAcquirer: holdTransaction(pglite),
-      compiler: makeCompiler(),
-      driver: "pglite",
-      // PGlite has already sent BEGIN when `holdTransaction` hands the connection over.
-      beginTransaction: "SELECT 1",
-      commit,
-      spanAttributes: [["db.system.name", "postgresql"]]
-    })
-    return client
+export const makePgliteSqlClient = Effect.fnUntraced(function*(pglite: EmbeddedDb) {
+  const client = yield* SqlClient.make({
+    acquirer: Effect.succeed(connectionOf(pglite)),
+    transactionAcquirer: holdTransaction(pglite),
+    compiler: makeCompiler(),
+    driver: "pglite",
+    // PGlite has already sent BEGIN when `holdTransaction` hands the connection over.
+    beginTransaction: "SELECT 1",
+    commit,
+    spanAttributes: [["db.system.name", "postgresql"]]
   })
+  return client
+})
 
 /** `SqlClient` for the cluster over an open PGlite (the store's embedded database). */
 export const layerPglite = (pglite: EmbeddedDb): Layer.Layer<SqlClient.SqlClient> =>

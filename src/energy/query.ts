@@ -240,18 +240,17 @@ const emptyPage = (q: Resolved): EnergyPage => {
 }
 
 /** Series id → device id or country (ISO 3166 alpha-3 of the series' space), for a breakdown. */
-const breakdownKeys = (sql: SqlClient, q: Resolved, series: ReadonlyArray<Series>) =>
-  Effect.gen(function*() {
-    if (q.breakdown === undefined) return undefined
-    if (q.breakdown === "device") return new Map(series.map((s) => [s.id, s.device_id]))
-    const spaceIds = [...new Set(series.map((s) => s.space_id).filter((id) => id !== ""))]
-    const countries = new Map<string, string>()
-    if (spaceIds.length > 0) {
-      const rows = yield* sql.query<{ id: string; country: string | null }>(
-        "SELECT id, country FROM spaces WHERE id = ANY($1::text[])",
-        [spaceIds]
-      )
-      for (const row of rows) if (row.country !== null) countries.set(row.id, row.country)
-    }
-    return new Map(series.map((s) => [s.id, countries.get(s.space_id) ?? UNKNOWN_COUNTRY]))
-  })
+const breakdownKeys = Effect.fnUntraced(function*(sql: SqlClient, q: Resolved, series: ReadonlyArray<Series>) {
+  if (q.breakdown === undefined) return undefined
+  if (q.breakdown === "device") return new Map(series.map((s) => [s.id, s.device_id]))
+  const spaceIds = [...new Set(series.map((s) => s.space_id).filter((id) => id !== ""))]
+  const countries = new Map<string, string>()
+  if (spaceIds.length > 0) {
+    const rows = yield* sql.query<{ id: string; country: string | null }>(
+      "SELECT id, country FROM spaces WHERE id = ANY($1::text[])",
+      [spaceIds]
+    )
+    for (const row of rows) if (row.country !== null) countries.set(row.id, row.country)
+  }
+  return new Map(series.map((s) => [s.id, countries.get(s.space_id) ?? UNKNOWN_COUNTRY]))
+})

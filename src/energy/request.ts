@@ -67,24 +67,23 @@ export const isInstant = (v: unknown): v is number => typeof v === "number" && N
 // Resolving a request
 
 /** The scope's own time zone: its space's, else UTC. Another organisation's id is not found. */
-export const scopeOf = (sql: SqlClient, organisationId: string, scope: Scope) =>
-  Effect.gen(function*() {
-    if (scope.type === "organisation") return "UTC"
-    if (scope.type === "space") {
-      const [space] = yield* sql.query<{ timezone: string }>(
-        "SELECT timezone FROM spaces WHERE id = $1 AND organisation_id = $2",
-        [scope.id, organisationId]
-      )
-      if (space === undefined) return yield* new NotFound({ resource: "space", id: scope.id })
-      return space.timezone
-    }
-    const [device] = yield* sql.query<{ timezone: string | null }>(
-      "SELECT s.timezone FROM devices d LEFT JOIN spaces s ON s.id = d.space_id WHERE d.id = $1 AND d.organisation_id = $2",
+export const scopeOf = Effect.fnUntraced(function*(sql: SqlClient, organisationId: string, scope: Scope) {
+  if (scope.type === "organisation") return "UTC"
+  if (scope.type === "space") {
+    const [space] = yield* sql.query<{ timezone: string }>(
+      "SELECT timezone FROM spaces WHERE id = $1 AND organisation_id = $2",
       [scope.id, organisationId]
     )
-    if (device === undefined) return yield* new NotFound({ resource: "device", id: scope.id })
-    return device.timezone ?? "UTC"
-  })
+    if (space === undefined) return yield* new NotFound({ resource: "space", id: scope.id })
+    return space.timezone
+  }
+  const [device] = yield* sql.query<{ timezone: string | null }>(
+    "SELECT s.timezone FROM devices d LEFT JOIN spaces s ON s.id = d.space_id WHERE d.id = $1 AND d.organisation_id = $2",
+    [scope.id, organisationId]
+  )
+  if (device === undefined) return yield* new NotFound({ resource: "device", id: scope.id })
+  return device.timezone ?? "UTC"
+})
 
 export const requestedScope = (request: EnergyRequest): Scope =>
   request.deviceId !== undefined

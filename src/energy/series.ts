@@ -57,44 +57,43 @@ const cacheKeyOf = (organisationId: string, spaceId: string, key: string) => `${
  * device's space as it is now; created when new. Looked up first, so the identity sequence
  * is not spent on conflicts.
  */
-const resolveSeries = (tx: SqlClient, keys: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
-    const columns = [0, 1, 2, 3].map((i) => keys.map((k) => splitKey(k)[i]))
-    let found = yield* tx.query<FoundSeries>(FIND_SERIES, columns)
-    const existing: Array<[string, string]> = []
-    const missing: Array<FoundSeries> = []
-    for (const f of found) {
-      if (f.device_series === null || f.space_series === null || f.organisation_series === null) missing.push(f)
-      else existing.push([keys[f.i - 1], cacheKeyOf(f.organisation_id, f.space_id, keys[f.i - 1])])
+const resolveSeries = Effect.fnUntraced(function*(tx: SqlClient, keys: ReadonlyArray<string>) {
+  const columns = [0, 1, 2, 3].map((i) => keys.map((k) => splitKey(k)[i]))
+  let found = yield* tx.query<FoundSeries>(FIND_SERIES, columns)
+  const existing: Array<[string, string]> = []
+  const missing: Array<FoundSeries> = []
+  for (const f of found) {
+    if (f.device_series === null || f.space_series === null || f.organisation_series === null) missing.push(f)
+    else existing.push([keys[f.i - 1], cacheKeyOf(f.organisation_id, f.space_id, keys[f.i - 1])])
+  }
+  if (missing.length > 0) {
+    const tuples = new Set<string>()
+    for (const f of missing) {
+      const [deviceId, kind, source, flow] = splitKey(keys[f.i - 1])
+      tuples.add([f.organisation_id, kind, "device", f.space_id, deviceId, source, flow].join("\u0000"))
+      tuples.add([f.organisation_id, kind, "space", f.space_id, "", source, flow].join("\u0000"))
+      tuples.add([f.organisation_id, kind, "organisation", "", "", source, flow].join("\u0000"))
     }
-    if (missing.length > 0) {
-      const tuples = new Set<string>()
-      for (const f of missing) {
-        const [deviceId, kind, source, flow] = splitKey(keys[f.i - 1])
-        tuples.add([f.organisation_id, kind, "device", f.space_id, deviceId, source, flow].join("\u0000"))
-        tuples.add([f.organisation_id, kind, "space", f.space_id, "", source, flow].join("\u0000"))
-        tuples.add([f.organisation_id, kind, "organisation", "", "", source, flow].join("\u0000"))
-      }
-      const sorted = [...tuples].sort().map(splitKey)
-      yield* tx.query(
-        `INSERT INTO energy_series (organisation_id, kind, level, space_id, device_id, source, flow)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) ORDER BY 1, 2, 3, 4, 5, 6, 7
-         ON CONFLICT DO NOTHING`,
-        [0, 1, 2, 3, 4, 5, 6].map((i) => sorted.map((t) => t[i]))
-      )
-      found = yield* tx.query<FoundSeries>(FIND_SERIES, columns)
-    }
-    const ids = new Map<string, SeriesIds>()
-    for (const f of found) {
-      if (f.device_series === null || f.space_series === null || f.organisation_series === null) continue
-      ids.set(keys[f.i - 1], { device: f.device_series, space: f.space_series, organisation: f.organisation_series })
-    }
-    const lost = keys.find((k) => !ids.has(k))
-    if (lost !== undefined) {
-      return yield* new SqlError({ message: `energy series of device ${splitKey(lost)[0]} could not be resolved (deleted or moved meanwhile)`, cause: lost })
-    }
-    return { ids, existing } satisfies ResolvedSeries
-  })
+    const sorted = [...tuples].sort().map(splitKey)
+    yield* tx.query(
+      `INSERT INTO energy_series (organisation_id, kind, level, space_id, device_id, source, flow)
+       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[]) ORDER BY 1, 2, 3, 4, 5, 6, 7
+       ON CONFLICT DO NOTHING`,
+      [0, 1, 2, 3, 4, 5, 6].map((i) => sorted.map((t) => t[i]))
+    )
+    found = yield* tx.query<FoundSeries>(FIND_SERIES, columns)
+  }
+  const ids = new Map<string, SeriesIds>()
+  for (const f of found) {
+    if (f.device_series === null || f.space_series === null || f.organisation_series === null) continue
+    ids.set(keys[f.i - 1], { device: f.device_series, space: f.space_series, organisation: f.organisation_series })
+  }
+  const lost = keys.find((k) => !ids.has(k))
+  if (lost !== undefined) {
+    return yield* new SqlError({ message: `energy series of device ${splitKey(lost)[0]} could not be resolved (deleted or moved meanwhile)`, cause: lost })
+  }
+  return { ids, existing } satisfies ResolvedSeries
+})
 
 /**
  * Series ids by (organisation, space, device, kind, source, flow), for bulk imports: a
@@ -127,20 +126,19 @@ export interface Placement {
 }
 
 /** The series of `keys`: from the cache where the device's space gives a hit, the rest from the database. */
-export const seriesOf = (tx: SqlClient, keys: ReadonlyArray<string>, placement: Placement | undefined) =>
-  Effect.gen(function*() {
-    if (placement === undefined) return (yield* resolveSeries(tx, keys)).ids
-    const ids = new Map<string, SeriesIds>()
-    const missing: Array<string> = []
-    for (const key of keys) {
-      const spaceId = placement.spaces.get(key.slice(0, key.indexOf("\u0000")))
-      const hit = spaceId === undefined ? undefined : placement.cache.get(cacheKeyOf(placement.organisationId, spaceId, key))
-      if (hit === undefined) missing.push(key)
-      else ids.set(key, hit)
-    }
-    if (missing.length === 0) return ids
-    const resolved = yield* resolveSeries(tx, missing)
-    for (const [key, series] of resolved.ids) ids.set(key, series)
-    for (const [key, cacheKey] of resolved.existing) placement.cache.set(cacheKey, resolved.ids.get(key)!)
-    return ids
-  })
+export const seriesOf = Effect.fnUntraced(function*(tx: SqlClient, keys: ReadonlyArray<string>, placement: Placement | undefined) {
+  if (placement === undefined) return (yield* resolveSeries(tx, keys)).ids
+  const ids = new Map<string, SeriesIds>()
+  const missing: Array<string> = []
+  for (const key of keys) {
+    const spaceId = placement.spaces.get(key.slice(0, key.indexOf("\u0000")))
+    const hit = spaceId === undefined ? undefined : placement.cache.get(cacheKeyOf(placement.organisationId, spaceId, key))
+    if (hit === undefined) missing.push(key)
+    else ids.set(key, hit)
+  }
+  if (missing.length === 0) return ids
+  const resolved = yield* resolveSeries(tx, missing)
+  for (const [key, series] of resolved.ids) ids.set(key, series)
+  for (const [key, cacheKey] of resolved.existing) placement.cache.set(cacheKey, resolved.ids.get(key)!)
+  return ids
+})

@@ -53,47 +53,46 @@ const LOCK_METERS = `SELECT m.device_id, m.kind, m.source, m.flow, m.register::t
  * order, so concurrent writers never deadlock), applies `meterDelta` in order, and stores the
  * new baselines — all inside the caller's transaction.
  */
-const meterAmounts = (tx: SqlClient, writes: ReadonlyArray<ReadingWrite>, order: MeterOrder) =>
-  Effect.gen(function*() {
-    const keys = [...new Set(writes.map(meterKey))].sort()
-    const columns = [0, 1, 2, 3].map((i) => keys.map((k) => splitKey(k)[i]))
-    yield* tx.query(
-      `INSERT INTO energy_meters (device_id, kind, source, flow)
-       SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) ORDER BY 1, 2, 3, 4
-       ON CONFLICT DO NOTHING`,
-      columns
-    )
-    const locked = yield* tx.query<{ device_id: string; kind: string; source: string; flow: string; register: string | null }>(LOCK_METERS, columns)
-    const registers = new Map<string, Decimal | undefined>()
-    for (const row of locked) {
-      registers.set([row.device_id, row.kind, row.source, row.flow].join("\u0000"), row.register === null ? undefined : parseNumericText(row.register))
+const meterAmounts = Effect.fnUntraced(function*(tx: SqlClient, writes: ReadonlyArray<ReadingWrite>, order: MeterOrder) {
+  const keys = [...new Set(writes.map(meterKey))].sort()
+  const columns = [0, 1, 2, 3].map((i) => keys.map((k) => splitKey(k)[i]))
+  yield* tx.query(
+    `INSERT INTO energy_meters (device_id, kind, source, flow)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) ORDER BY 1, 2, 3, 4
+     ON CONFLICT DO NOTHING`,
+    columns
+  )
+  const locked = yield* tx.query<{ device_id: string; kind: string; source: string; flow: string; register: string | null }>(LOCK_METERS, columns)
+  const registers = new Map<string, Decimal | undefined>()
+  for (const row of locked) {
+    registers.set([row.device_id, row.kind, row.source, row.flow].join("\u0000"), row.register === null ? undefined : parseNumericText(row.register))
+  }
+  const sequence = order === "timestamp"
+    ? [...writes].sort((a, b) => a.timestamp - b.timestamp)
+    : writes
+  const amounts: Array<Amount> = []
+  const last = new Map<string, number>()
+  let baselines = 0
+  for (const w of sequence) {
+    const key = meterKey(w)
+    const register = parseDecimal(w.reading.amount)!
+    const delta = meterDelta(registers.get(key), register)
+    registers.set(key, register)
+    last.set(key, w.timestamp)
+    if (delta === undefined) {
+      baselines++
+      continue
     }
-    const sequence = order === "timestamp"
-      ? [...writes].sort((a, b) => a.timestamp - b.timestamp)
-      : writes
-    const amounts: Array<Amount> = []
-    const last = new Map<string, number>()
-    let baselines = 0
-    for (const w of sequence) {
-      const key = meterKey(w)
-      const register = parseDecimal(w.reading.amount)!
-      const delta = meterDelta(registers.get(key), register)
-      registers.set(key, register)
-      last.set(key, w.timestamp)
-      if (delta === undefined) {
-        baselines++
-        continue
-      }
-      amounts.push({ write: w, quantity: formatDecimal(delta) })
-    }
-    yield* tx.query(
-      `UPDATE energy_meters m SET register = u.register::numeric, timestamp = u.at
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[]) AS u(device_id, kind, source, flow, register, at)
-       WHERE m.device_id = u.device_id AND m.kind = u.kind AND m.source = u.source AND m.flow = u.flow`,
-      [...columns, keys.map((k) => formatDecimal(registers.get(k)!)), keys.map((k) => last.get(k)!)]
-    )
-    return { amounts, baselines }
-  })
+    amounts.push({ write: w, quantity: formatDecimal(delta) })
+  }
+  yield* tx.query(
+    `UPDATE energy_meters m SET register = u.register::numeric, timestamp = u.at
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[]) AS u(device_id, kind, source, flow, register, at)
+     WHERE m.device_id = u.device_id AND m.kind = u.kind AND m.source = u.source AND m.flow = u.flow`,
+    [...columns, keys.map((k) => formatDecimal(registers.get(k)!)), keys.map((k) => last.get(k)!)]
+  )
+  return { amounts, baselines }
+})
 
 /**
  * Raw readings, in their own statement ahead of the rollups: it holds no row lock another

@@ -53,13 +53,12 @@ export const AlertBucketLive = AlertBucket.toLayer(
     }
 
     /** Reads the slots not held (or all of `keys` when `again`). */
-    const load = (keys: ReadonlyArray<{ ruleId: string; deviceId: string }>, again: boolean) =>
-      Effect.gen(function*() {
-        const missing = keys.filter((k) => again || !slots.has(slotKey(k.ruleId, k.deviceId)))
-        if (missing.length === 0) return
-        const read = yield* store(loadSlots(sql, missing))
-        for (const [key, slot] of read) slots.set(key, slot)
-      })
+    const load = Effect.fnUntraced(function*(keys: ReadonlyArray<{ ruleId: string; deviceId: string }>, again: boolean) {
+      const missing = keys.filter((k) => again || !slots.has(slotKey(k.ruleId, k.deviceId)))
+      if (missing.length === 0) return
+      const read = yield* store(loadSlots(sql, missing))
+      for (const [key, slot] of read) slots.set(key, slot)
+    })
 
     const hold = (written: AlertJson, organisationId: string, spaceId: string | null) => {
       const latest = fromJson(written, organisationId)
@@ -67,41 +66,39 @@ export const AlertBucketLive = AlertBucket.toLayer(
     }
 
     /** Tells the spaces which alerts are open or closed, one awaited message per space. */
-    const tellSpaces = (changes: ReadonlyArray<{ spaceId: string | null; change: AlertChanged }>) =>
-      Effect.gen(function*() {
-        const bySpace = new Map<string, Array<AlertChanged>>()
-        for (const { spaceId, change } of changes) {
-          if (spaceId === null) continue
-          const list = bySpace.get(spaceId) ?? []
-          list.push(change)
-          bySpace.set(spaceId, list)
-        }
-        if (bySpace.size > 0) yield* Effect.orDie(spaceChanges.tell([...bySpace].map(([spaceId, alerts]) => ({ spaceId, devices: [], alerts }))))
-      })
+    const tellSpaces = Effect.fnUntraced(function*(changes: ReadonlyArray<{ spaceId: string | null; change: AlertChanged }>) {
+      const bySpace = new Map<string, Array<AlertChanged>>()
+      for (const { spaceId, change } of changes) {
+        if (spaceId === null) continue
+        const list = bySpace.get(spaceId) ?? []
+        list.push(change)
+        bySpace.set(spaceId, list)
+      }
+      if (bySpace.size > 0) yield* Effect.orDie(spaceChanges.tell([...bySpace].map(([spaceId, alerts]) => ({ spaceId, devices: [], alerts }))))
+    })
 
     /** Writes the alerts planned; answers the slots (keys) whose rows turned out to have changed behind this entity. */
-    const write = (written: Written, now: number) =>
-      Effect.gen(function*() {
-        const inserted = yield* store(insertAlerts(sql, written.openings))
-        const updated = yield* store(writeAlerts(sql, written.updates.map((u) => ({ id: u.id, next: u.next }))))
-        const stale = new Set<string>()
-        const got = new Set([...inserted, ...updated].map((a) => a.id))
-        for (const o of written.openings) if (!got.has(o.id)) stale.add(slotKey(o.ruleId, o.deviceId))
-        for (const u of written.updates) if (!got.has(u.id)) stale.add(u.key)
-        const organisationOf = new Map<string, string>()
-        for (const o of written.openings) organisationOf.set(o.id, o.organisationId)
-        for (const u of written.updates) organisationOf.set(u.id, u.organisationId)
-        const opened = new Set(written.openings.map((o) => o.id))
-        const notices: Array<AlertOpened> = []
-        for (const alert of [...inserted, ...updated]) {
-          const organisationId = organisationOf.get(alert.id) ?? ""
-          hold(alert, organisationId, alert.device?.space?.id ?? null)
-          publish(organisationId, alert)
-          if (opened.has(alert.id)) notices.push({ organisationId, alert })
-        }
-        yield* notifications.opened(notices)
-        return stale
-      })
+    const write = Effect.fnUntraced(function*(written: Written, now: number) {
+      const inserted = yield* store(insertAlerts(sql, written.openings))
+      const updated = yield* store(writeAlerts(sql, written.updates.map((u) => ({ id: u.id, next: u.next }))))
+      const stale = new Set<string>()
+      const got = new Set([...inserted, ...updated].map((a) => a.id))
+      for (const o of written.openings) if (!got.has(o.id)) stale.add(slotKey(o.ruleId, o.deviceId))
+      for (const u of written.updates) if (!got.has(u.id)) stale.add(u.key)
+      const organisationOf = new Map<string, string>()
+      for (const o of written.openings) organisationOf.set(o.id, o.organisationId)
+      for (const u of written.updates) organisationOf.set(u.id, u.organisationId)
+      const opened = new Set(written.openings.map((o) => o.id))
+      const notices: Array<AlertOpened> = []
+      for (const alert of [...inserted, ...updated]) {
+        const organisationId = organisationOf.get(alert.id) ?? ""
+        hold(alert, organisationId, alert.device?.space?.id ?? null)
+        publish(organisationId, alert)
+        if (opened.has(alert.id)) notices.push({ organisationId, alert })
+      }
+      yield* notifications.opened(notices)
+      return stale
+    })
 
     /** The slots not held whose intents in `intents` are all raises. */
     const raisesOnly = (intents: ReadonlyArray<AlertIntent>) => {
@@ -116,60 +113,58 @@ export const AlertBucketLive = AlertBucket.toLayer(
       return keys
     }
 
-    const apply = (intents: ReadonlyArray<AlertIntent>) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const touched = new Map<string, { ruleId: string; deviceId: string }>()
-        for (const i of intents) touched.set(slotKey(i.ruleId, i.deviceId), { ruleId: i.ruleId, deviceId: i.deviceId })
-        let pending = intents
-        let again = false
-        for (let attempt = 0; pending.length > 0; attempt++) {
-          if (attempt === ATTEMPTS) return yield* Effect.die(new Error(`alert bucket: slots keep changing behind it`))
-          // A slot not held whose intents are all raises is not read first: its alert is opened
-          // with a guard on the slot's rows (`insertAlerts`), and read only if the guard refuses it.
-          const unread = again ? new Set<string>() : raisesOnly(pending)
-          yield* load(pending.filter((i) => !unread.has(slotKey(i.ruleId, i.deviceId))), again)
-          const stale = yield* write(planIntents(slots, pending), now)
-          for (const key of stale) slots.delete(key)
-          pending = pending.filter((i) => stale.has(slotKey(i.ruleId, i.deviceId)))
-          again = true
-        }
-        // Every touched slot's newest alert, open or closed: counted once however often it is told.
-        const changes: Array<{ spaceId: string | null; change: AlertChanged }> = []
-        for (const [key, { deviceId }] of touched) {
-          const slot = slots.get(key)
-          if (slot?.latest == null) continue
-          changes.push({ spaceId: slot.spaceId, change: { alertId: slot.latest.id, deviceId, open: slot.open !== null } })
-        }
-        yield* tellSpaces(changes)
-      })
+    const apply = Effect.fnUntraced(function*(intents: ReadonlyArray<AlertIntent>) {
+      const now = yield* Clock.currentTimeMillis
+      const touched = new Map<string, { ruleId: string; deviceId: string }>()
+      for (const i of intents) touched.set(slotKey(i.ruleId, i.deviceId), { ruleId: i.ruleId, deviceId: i.deviceId })
+      let pending = intents
+      let again = false
+      for (let attempt = 0; pending.length > 0; attempt++) {
+        if (attempt === ATTEMPTS) return yield* Effect.die(new Error(`alert bucket: slots keep changing behind it`))
+        // A slot not held whose intents are all raises is not read first: its alert is opened
+        // with a guard on the slot's rows (`insertAlerts`), and read only if the guard refuses it.
+        const unread = again ? new Set<string>() : raisesOnly(pending)
+        yield* load(pending.filter((i) => !unread.has(slotKey(i.ruleId, i.deviceId))), again)
+        const stale = yield* write(planIntents(slots, pending), now)
+        for (const key of stale) slots.delete(key)
+        pending = pending.filter((i) => stale.has(slotKey(i.ruleId, i.deviceId)))
+        again = true
+      }
+      // Every touched slot's newest alert, open or closed: counted once however often it is told.
+      const changes: Array<{ spaceId: string | null; change: AlertChanged }> = []
+      for (const [key, { deviceId }] of touched) {
+        const slot = slots.get(key)
+        if (slot?.latest == null) continue
+        changes.push({ spaceId: slot.spaceId, change: { alertId: slot.latest.id, deviceId, open: slot.open !== null } })
+      }
+      yield* tellSpaces(changes)
+    })
 
     /** Acknowledge or resolve by id: applied to the open alert if it is that one. */
-    const byId = (p: { alertId: string; ruleId: string; deviceId: string; at: number }, event: AlertEvent) =>
-      Effect.gen(function*() {
-        const key = slotKey(p.ruleId, p.deviceId)
-        yield* load([p], false)
-        const open = slots.get(key)?.open ?? null
-        if (open !== null && open.id === p.alertId) {
-          const next = step(open, event)
-          if (sameState(open, next)) return { found: true, resolved: false }
-          const now = yield* Clock.currentTimeMillis
-          const [written] = yield* store(writeAlerts(sql, [{ id: open.id, next }]))
-          if (written !== undefined) {
-            hold(written, open.organisationId, written.device?.space?.id ?? null)
-            publish(open.organisationId, written)
-            const resolved = written.resolvedAt !== null
-            if (resolved) yield* tellSpaces([{ spaceId: written.device?.space?.id ?? null, change: { alertId: written.id, deviceId: p.deviceId, open: false } }])
-            return { found: true, resolved }
-          }
-          slots.delete(key)
+    const byId = Effect.fnUntraced(function*(p: { alertId: string; ruleId: string; deviceId: string; at: number }, event: AlertEvent) {
+      const key = slotKey(p.ruleId, p.deviceId)
+      yield* load([p], false)
+      const open = slots.get(key)?.open ?? null
+      if (open !== null && open.id === p.alertId) {
+        const next = step(open, event)
+        if (sameState(open, next)) return { found: true, resolved: false }
+        const now = yield* Clock.currentTimeMillis
+        const [written] = yield* store(writeAlerts(sql, [{ id: open.id, next }]))
+        if (written !== undefined) {
+          hold(written, open.organisationId, written.device?.space?.id ?? null)
+          publish(open.organisationId, written)
+          const resolved = written.resolvedAt !== null
+          if (resolved) yield* tellSpaces([{ spaceId: written.device?.space?.id ?? null, change: { alertId: written.id, deviceId: p.deviceId, open: false } }])
+          return { found: true, resolved }
         }
-        const found = yield* store(findInSlot(sql, p.alertId, p.ruleId, p.deviceId))
-        if (found === undefined) return { found: false, resolved: false }
-        // Resolved already (by the other caller, or by a clear): answer once the space counted it.
-        if (found.resolved) yield* tellSpaces([{ spaceId: found.spaceId, change: { alertId: p.alertId, deviceId: p.deviceId, open: false } }])
-        return { found: true, resolved: false }
-      })
+        slots.delete(key)
+      }
+      const found = yield* store(findInSlot(sql, p.alertId, p.ruleId, p.deviceId))
+      if (found === undefined) return { found: false, resolved: false }
+      // Resolved already (by the other caller, or by a clear): answer once the space counted it.
+      if (found.resolved) yield* tellSpaces([{ spaceId: found.spaceId, change: { alertId: p.alertId, deviceId: p.deviceId, open: false } }])
+      return { found: true, resolved: false }
+    })
 
     return AlertBucket.of({
       Apply: ({ payload }) => apply(payload.intents),

@@ -58,22 +58,21 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
       const notices = yield* Queue.unbounded<AlertOpened>()
 
       /** The alert recipients of each space, in the order it holds them, with their addresses now. */
-      const recipientsOf = (spaceIds: ReadonlyArray<string>) =>
-        Effect.gen(function*() {
-          const held = yield* Effect.forEach(spaceIds, (spaceId) =>
-            Effect.map(spaces(spaceId).GetSpace(), ({ recipients }) => [spaceId, recipients] as const), { concurrency: 8 })
-          const ids = [...new Set(held.flatMap(([, recipients]) => recipients))]
-          const rows = ids.length === 0 ? [] : yield* sql.query<{ id: string; email_address: string; full_name: string }>(
-            `SELECT ou.id, u.email_address, u.full_name FROM organisation_users ou JOIN users u ON u.id = ou.user_id
-             WHERE ou.id = ANY($1::text[])`,
-            [ids]
-          )
-          const byId = new Map(rows.map((r) => [r.id, { emailAddress: r.email_address, fullName: r.full_name }]))
-          return new Map(held.map(([spaceId, recipients]) => [spaceId, recipients.flatMap((id) => {
-            const found = byId.get(id)
-            return found === undefined ? [] : [found]
-          })]))
-        })
+      const recipientsOf = Effect.fnUntraced(function*(spaceIds: ReadonlyArray<string>) {
+        const held = yield* Effect.forEach(spaceIds, (spaceId) =>
+          Effect.map(spaces(spaceId).GetSpace(), ({ recipients }) => [spaceId, recipients] as const), { concurrency: 8 })
+        const ids = [...new Set(held.flatMap(([, recipients]) => recipients))]
+        const rows = ids.length === 0 ? [] : yield* sql.query<{ id: string; email_address: string; full_name: string }>(
+          `SELECT ou.id, u.email_address, u.full_name FROM organisation_users ou JOIN users u ON u.id = ou.user_id
+           WHERE ou.id = ANY($1::text[])`,
+          [ids]
+        )
+        const byId = new Map(rows.map((r) => [r.id, { emailAddress: r.email_address, fullName: r.full_name }]))
+        return new Map(held.map(([spaceId, recipients]) => [spaceId, recipients.flatMap((id) => {
+          const found = byId.get(id)
+          return found === undefined ? [] : [found]
+        })]))
+      })
 
       /**
        * What the notifications of a batch of opened alerts need, read for the whole batch: an

@@ -91,78 +91,75 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
      * Decides what the host collected: its timer at once; its alerts, liveness and rows queued
      * in the outbox. Answers when they are performed.
      */
-    const perform = (now: number, read: Places) =>
-      Effect.gen(function*() {
-        const fx = host.drain()
-        yield* timer.arm(host.nextDeadline())
-        const changed = [...fx.liveness.keys()]
-        const spaceOf = new Map<string, string | null>()
-        if (changed.length > 0) {
-          // Where each device is now (it may have moved since it was activated); a deleted one is forgotten.
-          const unread = changed.filter((d) => !read.has(d.id)).map((d) => d.id)
-          const places = unread.length === 0 ? read : new Map([...read, ...yield* retried(readPlaces(sql, unread), "reading devices")])
-          for (const device of changed) {
-            const found = places.get(device.id)
-            if (found === undefined) host.forget(device.id)
-            else spaceOf.set(device.id, found.place.spaceId)
-          }
+    const perform = Effect.fnUntraced(function*(now: number, read: Places) {
+      const fx = host.drain()
+      yield* timer.arm(host.nextDeadline())
+      const changed = [...fx.liveness.keys()]
+      const spaceOf = new Map<string, string | null>()
+      if (changed.length > 0) {
+        // Where each device is now (it may have moved since it was activated); a deleted one is forgotten.
+        const unread = changed.filter((d) => !read.has(d.id)).map((d) => d.id)
+        const places = unread.length === 0 ? read : new Map([...read, ...yield* retried(readPlaces(sql, unread), "reading devices")])
+        for (const device of changed) {
+          const found = places.get(device.id)
+          if (found === undefined) host.forget(device.id)
+          else spaceOf.set(device.id, found.place.spaceId)
         }
-        const intents = toMessages(fx.alerts.filter((a) => host.devices.has(a.deviceId)))
-        const rows: Array<DeviceRow> = []
-        const bySpace = new Map<string, Array<DeviceLiveness>>()
-        for (const [device, change] of fx.liveness) {
-          const spaceId = spaceOf.get(device.id)
-          if (spaceId === undefined) continue
-          if (spaceId !== null) {
-            const told = bySpace.get(spaceId)
-            if (told === undefined) bySpace.set(spaceId, [{ deviceId: device.id, ...change }])
-            else told.push({ deviceId: device.id, ...change })
-          }
-          rows.push({ device, liveness: change.liveness, livenessAt: change.at })
+      }
+      const intents = toMessages(fx.alerts.filter((a) => host.devices.has(a.deviceId)))
+      const rows: Array<DeviceRow> = []
+      const bySpace = new Map<string, Array<DeviceLiveness>>()
+      for (const [device, change] of fx.liveness) {
+        const spaceId = spaceOf.get(device.id)
+        if (spaceId === undefined) continue
+        if (spaceId !== null) {
+          const told = bySpace.get(spaceId)
+          if (told === undefined) bySpace.set(spaceId, [{ deviceId: device.id, ...change }])
+          else told.push({ deviceId: device.id, ...change })
         }
-        // Deadlines the rows must follow: a stored one later than the device's (a new owner would
-        // fire it late), or one past that the device is not due at (it would be swept for nothing).
-        // A device with a row on its way is checked again once that row is written; one whose row's
-        // deadline is earlier, and still to come, once it has passed.
-        for (const device of host.unsynced) {
-          if (device.storedWakeAt === device.wakeAt) {
-            host.unsynced.delete(device)
-            continue
-          }
-          if (fx.liveness.has(device) || device.pending > 0) continue
-          const late = device.wakeAt !== null && (device.storedWakeAt === null || device.storedWakeAt > device.wakeAt)
-          if (late || (device.storedWakeAt !== null && device.storedWakeAt <= now)) {
-            rows.push({ device, liveness: device.planned, livenessAt: device.plannedAt })
-          }
+        rows.push({ device, liveness: change.liveness, livenessAt: change.at })
+      }
+      // Deadlines the rows must follow: a stored one later than the device's (a new owner would
+      // fire it late), or one past that the device is not due at (it would be swept for nothing).
+      // A device with a row on its way is checked again once that row is written; one whose row's
+      // deadline is earlier, and still to come, once it has passed.
+      for (const device of host.unsynced) {
+        if (device.storedWakeAt === device.wakeAt) {
+          host.unsynced.delete(device)
+          continue
         }
-        if (intents.length === 0 && rows.length === 0) return undefined
-        return yield* outbox.enqueue(now, intents, rows, bySpace)
-      })
+        if (fx.liveness.has(device) || device.pending > 0) continue
+        const late = device.wakeAt !== null && (device.storedWakeAt === null || device.storedWakeAt > device.wakeAt)
+        if (late || (device.storedWakeAt !== null && device.storedWakeAt <= now)) {
+          rows.push({ device, liveness: device.planned, livenessAt: device.plannedAt })
+        }
+      }
+      if (intents.length === 0 && rows.length === 0) return undefined
+      return yield* outbox.enqueue(now, intents, rows, bySpace)
+    })
 
     /** After a message: baselines written behind. */
-    const housekeeping = (now: number) =>
-      Effect.gen(function*() {
-        if (now - flushedAt >= FLUSH_EVERY_MS) {
-          flushedAt = now
-          const dirty = [...host.devices.values()].filter((d) => d.dirty)
-          if (dirty.length > 0) yield* outbox.enqueue(now, [], dirty.map((device) => ({ device, liveness: device.planned, livenessAt: device.plannedAt })), new Map())
-        }
-      })
+    const housekeeping = Effect.fnUntraced(function*(now: number) {
+      if (now - flushedAt >= FLUSH_EVERY_MS) {
+        flushedAt = now
+        const dirty = [...host.devices.values()].filter((d) => d.dirty)
+        if (dirty.length > 0) yield* outbox.enqueue(now, [], dirty.map((device) => ({ device, liveness: device.planned, livenessAt: device.plannedAt })), new Map())
+      }
+    })
 
-    const seen = (signs: ReadonlyArray<Sign>) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const read = yield* activate(signs.map((s) => s.deviceId), now)
-        yield* retried(rules.load(signs.map((s) => s.organisationId)), "reading rules")
-        yield* eachBreathing(signs, (sign) => {
-          const device = host.devices.get(sign.deviceId)
-          if (device !== undefined) host.seen(device, sign.at, sign.event, now)
-        })
-        const done = yield* perform(now, read)
-        yield* housekeeping(now)
-        // Answered once performed: a sign's sender (and a test) sees its effects stored.
-        if (done !== undefined) yield* Deferred.await(done)
+    const seen = Effect.fnUntraced(function*(signs: ReadonlyArray<Sign>) {
+      const now = yield* Clock.currentTimeMillis
+      const read = yield* activate(signs.map((s) => s.deviceId), now)
+      yield* retried(rules.load(signs.map((s) => s.organisationId)), "reading rules")
+      yield* eachBreathing(signs, (sign) => {
+        const device = host.devices.get(sign.deviceId)
+        if (device !== undefined) host.seen(device, sign.at, sign.event, now)
       })
+      const done = yield* perform(now, read)
+      yield* housekeeping(now)
+      // Answered once performed: a sign's sender (and a test) sees its effects stored.
+      if (done !== undefined) yield* Deferred.await(done)
+    })
 
     /** A tick (this instance's timer) or a wake-up (overdue rows) at `at`: every deadline due fires. */
     const wake = (at: number, tick: boolean) =>
@@ -200,26 +197,25 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
         yield* housekeeping(now)
       })
 
-    const rulesChanged = (organisationId: string) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const hosted = [...host.devices.values()].filter((d) => d.place.organisationId === organisationId)
-        if (hosted.length === 0) return
-        yield* retried(rules.load([organisationId]), "reading rules")
-        // Devices may have moved too (space, product): the rules that apply follow.
-        const places = yield* retried(readPlaces(sql, hosted.map((d) => d.id)), "reading devices")
-        for (const device of hosted) {
-          const found = places.get(device.id)
-          if (found === undefined) {
-            host.forget(device.id)
-            continue
-          }
-          device.place = found.place
-          device.rulesVersion = -1
-          host.configure(device, now)
+    const rulesChanged = Effect.fnUntraced(function*(organisationId: string) {
+      const now = yield* Clock.currentTimeMillis
+      const hosted = [...host.devices.values()].filter((d) => d.place.organisationId === organisationId)
+      if (hosted.length === 0) return
+      yield* retried(rules.load([organisationId]), "reading rules")
+      // Devices may have moved too (space, product): the rules that apply follow.
+      const places = yield* retried(readPlaces(sql, hosted.map((d) => d.id)), "reading devices")
+      for (const device of hosted) {
+        const found = places.get(device.id)
+        if (found === undefined) {
+          host.forget(device.id)
+          continue
         }
-        yield* perform(now, new Map())
-      })
+        device.place = found.place
+        device.rulesVersion = -1
+        host.configure(device, now)
+      }
+      yield* perform(now, new Map())
+    })
 
     // Idle devices leave memory. Apart from the messages, which is safe: the sweep is synchronous,
     // and leaves alone a device with anything pending (a wake-up, a liveness not stored, baselines).

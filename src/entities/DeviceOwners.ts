@@ -71,52 +71,50 @@ export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersServ
         if (message.type === "rules.changed") reconfigure(message.organisationId)
       })
 
-      const live: DeviceOwnersService["live"] = (deviceIds) =>
-          Effect.gen(function*() {
-            const byBucket = new Map<string, Array<string>>()
-            for (const id of deviceIds) {
-              const bucket = bucketOf(id)
-              const list = byBucket.get(bucket)
-              if (list === undefined) byBucket.set(bucket, [id])
-              else list.push(id)
-            }
-            // A bucket this process hosts is read in memory: a device's state is whole between the
-            // bucket's steps, which are synchronous per device. A message through the cluster, even
-            // to this process, cost ~150 µs of CPU (bench:rest): ~3 ms for a page of 20 devices.
-            const local: Array<DeviceLive> = []
-            for (const [bucket, ids] of byBucket) {
-              const resident = residents.get(bucket)
-              if (resident === undefined) continue
-              local.push(...resident.live(ids))
-              byBucket.delete(bucket)
-            }
-            const answers = yield* Effect.forEach(byBucket, ([bucket, ids]) =>
-              client(bucket).GetDevices({ deviceIds: ids }).pipe(
-                Effect.timeout(LIVE_TIMEOUT),
-                Effect.catchCause((cause) => Effect.as(Effect.logDebug(`live: bucket ${bucket} did not answer`, cause), []))
-              ), { concurrency: 16 })
-            return new Map([...local, ...answers.flat()].map((live) => [live.deviceId, live]))
-          })
+      const live: DeviceOwnersService["live"] = Effect.fnUntraced(function*(deviceIds: ReadonlyArray<string>) {
+        const byBucket = new Map<string, Array<string>>()
+        for (const id of deviceIds) {
+          const bucket = bucketOf(id)
+          const list = byBucket.get(bucket)
+          if (list === undefined) byBucket.set(bucket, [id])
+          else list.push(id)
+        }
+        // A bucket this process hosts is read in memory: a device's state is whole between the
+        // bucket's steps, which are synchronous per device. A message through the cluster, even
+        // to this process, cost ~150 µs of CPU (bench:rest): ~3 ms for a page of 20 devices.
+        const local: Array<DeviceLive> = []
+        for (const [bucket, ids] of byBucket) {
+          const resident = residents.get(bucket)
+          if (resident === undefined) continue
+          local.push(...resident.live(ids))
+          byBucket.delete(bucket)
+        }
+        const answers = yield* Effect.forEach(byBucket, ([bucket, ids]) =>
+          client(bucket).GetDevices({ deviceIds: ids }).pipe(
+            Effect.timeout(LIVE_TIMEOUT),
+            Effect.catchCause((cause) => Effect.as(Effect.logDebug(`live: bucket ${bucket} did not answer`, cause), []))
+          ), { concurrency: 16 })
+        return new Map([...local, ...answers.flat()].map((live) => [live.deviceId, live]))
+      })
 
-      const liveOf: DeviceOwnersService["liveOf"] = (devices) =>
-        Effect.gen(function*() {
-          if (devices.length === 0) return []
-          const owned = yield* live(devices.map((d) => d.id))
-          const rest = devices.filter((d) => !owned.has(d.id) && d.stored === undefined).map((d) => d.id)
-          const read = rest.length === 0 ? [] : yield* sql.query<{ device_id: string; stored: unknown }>(
-            `SELECT da.device_id, ${STORED_LIVE} AS stored FROM device_actors da WHERE da.device_id = ANY($1::text[])`,
-            [rest]
-          )
-          const byId = new Map<string, StoredLive>(read.map((r) => [r.device_id, storedOf(r.stored)]))
-          return devices.map((device) => {
-            const found = owned.get(device.id)
-            const row = device.stored ?? byId.get(device.id)
-            const state = found?.state ?? row?.state ?? "unknown"
-            const seen = found !== undefined ? found.lastSeenAt : row?.lastSeenAt ?? null
-            const lastSeenAt = newer(device.lastSeenAt, seen)
-            return { lastSeenAt, live: { isOnline: state === "online", state, lastSeenAt } }
-          })
+      const liveOf: DeviceOwnersService["liveOf"] = Effect.fnUntraced(function*(devices: ReadonlyArray<LiveSource>) {
+        if (devices.length === 0) return []
+        const owned = yield* live(devices.map((d) => d.id))
+        const rest = devices.filter((d) => !owned.has(d.id) && d.stored === undefined).map((d) => d.id)
+        const read = rest.length === 0 ? [] : yield* sql.query<{ device_id: string; stored: unknown }>(
+          `SELECT da.device_id, ${STORED_LIVE} AS stored FROM device_actors da WHERE da.device_id = ANY($1::text[])`,
+          [rest]
+        )
+        const byId = new Map<string, StoredLive>(read.map((r) => [r.device_id, storedOf(r.stored)]))
+        return devices.map((device) => {
+          const found = owned.get(device.id)
+          const row = device.stored ?? byId.get(device.id)
+          const state = found?.state ?? row?.state ?? "unknown"
+          const seen = found !== undefined ? found.lastSeenAt : row?.lastSeenAt ?? null
+          const lastSeenAt = newer(device.lastSeenAt, seen)
+          return { lastSeenAt, live: { isOnline: state === "online", state, lastSeenAt } }
         })
+      })
       const withLive: DeviceOwnersService["withLive"] = (devices) =>
         Effect.map(liveOf(devices), (lives) => devices.map(({ stored: _, ...device }, i) => ({ ...device, ...lives[i] })))
 

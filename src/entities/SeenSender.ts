@@ -137,32 +137,31 @@ export const SeenSenderLive = Layer.effect(
       return signs
     }
 
-    const send = (bucket: string) =>
-      Effect.gen(function*() {
-        const devices = pending.get(bucket)
-        pending.delete(bucket)
-        lastSent.set(bucket, clock.currentTimeMillisUnsafe())
-        if (devices !== undefined) {
-          const sent = yield* client(bucket).Seen({ signs: signsOf(devices) }).pipe(
-            Effect.timeout(SEND_TIMEOUT),
-            Effect.as(true),
-            Effect.catchCause((cause) => Effect.as(Effect.logDebug(`seen: bucket ${bucket} not reached, retrying`, cause), false))
-          )
-          if (!sent) {
-            // Put back before what came meanwhile, and tried again shortly.
-            const later = pending.get(bucket)
-            pending.set(bucket, devices)
-            if (later !== undefined) for (const [id, p] of later) fold(devices, id, p.organisationId, p.at, p.events)
-            yield* Effect.sleep(RETRY_AFTER)
-          }
+    const send = Effect.fnUntraced(function*(bucket: string) {
+      const devices = pending.get(bucket)
+      pending.delete(bucket)
+      lastSent.set(bucket, clock.currentTimeMillisUnsafe())
+      if (devices !== undefined) {
+        const sent = yield* client(bucket).Seen({ signs: signsOf(devices) }).pipe(
+          Effect.timeout(SEND_TIMEOUT),
+          Effect.as(true),
+          Effect.catchCause((cause) => Effect.as(Effect.logDebug(`seen: bucket ${bucket} not reached, retrying`, cause), false))
+        )
+        if (!sent) {
+          // Put back before what came meanwhile, and tried again shortly.
+          const later = pending.get(bucket)
+          pending.set(bucket, devices)
+          if (later !== undefined) for (const [id, p] of later) fold(devices, id, p.organisationId, p.at, p.events)
+          yield* Effect.sleep(RETRY_AFTER)
         }
-        if (dropped > 0) {
-          yield* Effect.logWarning(`seen: owners slower than ingest, ${dropped} rule evaluations dropped (signs of life kept)`)
-          dropped = 0
-        }
-        if (pending.has(bucket)) schedule(bucket)
-        else busy.delete(bucket)
-      })
+      }
+      if (dropped > 0) {
+        yield* Effect.logWarning(`seen: owners slower than ingest, ${dropped} rule evaluations dropped (signs of life kept)`)
+        dropped = 0
+      }
+      if (pending.has(bucket)) schedule(bucket)
+      else busy.delete(bucket)
+    })
 
     for (let i = 0; i < SENDERS; i++) yield* Effect.forkScoped(Effect.forever(Effect.flatMap(Queue.take(ready), send)))
 

@@ -34,16 +34,15 @@ export const SpaceLive = Space.toLayer(
     const context = () => actor.getSnapshot().context
 
     /** Lets the devices among these that the store says belong here, and the space does not hold yet, join (one read for all). */
-    const join = (deviceIds: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
-        const unknown = [...new Set(deviceIds.filter((id) => !isMember(context(), id)))]
-        if (unknown.length > 0) {
-          const read = yield* Effect.orDie(readDevices(sql, unknown))
-          for (const [deviceId, device] of read) {
-            if (device.spaceId === spaceId) actor.send({ type: "device.joined", deviceId, liveness: device.liveness, at: device.at })
-          }
+    const join = Effect.fnUntraced(function*(deviceIds: ReadonlyArray<string>) {
+      const unknown = [...new Set(deviceIds.filter((id) => !isMember(context(), id)))]
+      if (unknown.length > 0) {
+        const read = yield* Effect.orDie(readDevices(sql, unknown))
+        for (const [deviceId, device] of read) {
+          if (device.spaceId === spaceId) actor.send({ type: "device.joined", deviceId, liveness: device.liveness, at: device.at })
         }
-      })
+      }
+    })
 
     const read = () => {
       const { timezone, recipients } = context()

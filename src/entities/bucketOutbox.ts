@@ -47,12 +47,11 @@ export const makeBucketOutbox = <A, R>(options: {
     const alertLane = yield* Queue.unbounded<Queued<A, R>>()
     const rowLane = yield* Queue.unbounded<Queued<A, R>>()
     let size = 0
-    const finish = (steps: ReadonlyArray<Queued<A, R>>, exit: Exit.Exit<void>) =>
-      Effect.gen(function*() {
-        size -= steps.length
-        if (Exit.isFailure(exit)) yield* Effect.logError(`${options.what}: the effects of ${steps.length} steps were not performed`, exit.cause)
-        for (const step of steps) yield* Deferred.done(step.done, exit)
-      })
+    const finish = Effect.fnUntraced(function*(steps: ReadonlyArray<Queued<A, R>>, exit: Exit.Exit<void>) {
+      size -= steps.length
+      if (Exit.isFailure(exit)) yield* Effect.logError(`${options.what}: the effects of ${steps.length} steps were not performed`, exit.cause)
+      for (const step of steps) yield* Deferred.done(step.done, exit)
+    })
     yield* Effect.forkScoped(Effect.forever(Effect.gen(function*() {
       const steps = yield* Queue.takeAll(alertLane)
       const alerts = steps.flatMap((s) => s.alerts)

@@ -97,19 +97,18 @@ export class Rules extends Context.Service<Rules, RulesService>()("voltaic/entit
         }
         return missing
       }
-      const read = (organisationIds: Iterable<string>) =>
-        Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const missing = missingOf(organisationIds, now)
-          if (missing.length === 0) return
-          const rows = yield* sql.query<Record<string, unknown>>(
-            "SELECT * FROM alert_rules WHERE organisation_id = ANY($1::text[]) AND enabled",
-            [missing]
-          )
-          const read = new Map(missing.map((id) => [id, [] as Array<Rule>]))
-          for (const row of rows) read.get(String(row.organisation_id))?.push(toRule(row))
-          for (const [id, rules] of read) held.set(id, { version: ++versions, rules, readAt: now })
-        })
+      const read = Effect.fnUntraced(function*(organisationIds: Iterable<string>) {
+        const now = yield* Clock.currentTimeMillis
+        const missing = missingOf(organisationIds, now)
+        if (missing.length === 0) return
+        const rows = yield* sql.query<Record<string, unknown>>(
+          "SELECT * FROM alert_rules WHERE organisation_id = ANY($1::text[]) AND enabled",
+          [missing]
+        )
+        const read = new Map(missing.map((id) => [id, [] as Array<Rule>]))
+        for (const row of rows) read.get(String(row.organisation_id))?.push(toRule(row))
+        for (const [id, rules] of read) held.set(id, { version: ++versions, rules, readAt: now })
+      })
       // Checked first without the permit: the common case (all held) takes no lock.
       const load = (organisationIds: Iterable<string>) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => {

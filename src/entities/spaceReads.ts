@@ -14,27 +14,26 @@ import { ResidentSpaces } from "./residents.ts"
 const CONCURRENCY = 16
 
 /** The spaces as read, each with `live` from its entity: after `updatedAt`, before `alertUsers`. */
-export const presentSpaces = <S extends SpaceJson>(spaces: ReadonlyArray<S>) =>
-  Effect.gen(function*() {
-    const client = yield* Space.client
-    const residents = yield* ResidentSpaces
-    return yield* Effect.forEach(spaces, (space) => {
-      // A space resident here is read in memory; another through its owner.
-      const local = residents.get(space.id)
-      return (local === undefined ? Effect.orDie(client(space.id).GetSpace()) : Effect.sync(local)).pipe(
-        Effect.map(({ devicesOnline, devicesOffline, openAlerts }) => {
-          const out = { ...space, live: { devicesOnline, devicesOffline, openAlerts } }
-          const alertUsers = out.alertUsers
-          if (alertUsers !== undefined) {
-            // Moved behind `live`: the order of the store's space read.
-            delete out.alertUsers
-            out.alertUsers = alertUsers
-          }
-          return out
-        })
-      )
-    }, { concurrency: CONCURRENCY })
-  })
+export const presentSpaces = Effect.fnUntraced(function*<S extends SpaceJson>(spaces: ReadonlyArray<S>) {
+  const client = yield* Space.client
+  const residents = yield* ResidentSpaces
+  return yield* Effect.forEach(spaces, (space) => {
+    // A space resident here is read in memory; another through its owner.
+    const local = residents.get(space.id)
+    return (local === undefined ? Effect.orDie(client(space.id).GetSpace()) : Effect.sync(local)).pipe(
+      Effect.map(({ devicesOnline, devicesOffline, openAlerts }) => {
+        const out = { ...space, live: { devicesOnline, devicesOffline, openAlerts } }
+        const alertUsers = out.alertUsers
+        if (alertUsers !== undefined) {
+          // Moved behind `live`: the order of the store's space read.
+          delete out.alertUsers
+          out.alertUsers = alertUsers
+        }
+        return out
+      })
+    )
+  }, { concurrency: CONCURRENCY })
+})
 
 /** Tells each space to read its devices, settings and recipients again; a failure is logged (the write stands). */
 export const reseedSpaces = (spaceIds: Iterable<string | null | undefined>) =>

@@ -17,32 +17,31 @@ export interface SpaceSeed {
   readonly alerts: ReadonlyArray<SeededAlert>
 }
 
-export const readSeed = (sql: SqlClient, spaceId: string) =>
-  Effect.gen(function*() {
-    const [space] = yield* sql.query<{ timezone: string }>("SELECT timezone FROM spaces WHERE id = $1", [spaceId])
-    if (space === undefined) return { exists: false, timezone: "", recipients: [], devices: [], alerts: [] } satisfies SpaceSeed
-    const recipients = yield* sql.query<{ organisation_user_id: string }>(
-      "SELECT organisation_user_id FROM space_alert_users WHERE space_id = $1 ORDER BY created_at, organisation_user_id",
-      [spaceId]
-    )
-    const devices = yield* sql.query<{ id: string; liveness: string | null; liveness_at: unknown }>(
-      `SELECT d.id, da.liveness, da.liveness_at FROM devices d LEFT JOIN device_actors da ON da.device_id = d.id
-       WHERE d.space_id = $1`,
-      [spaceId]
-    )
-    const alerts = yield* sql.query<{ id: string; device_id: string }>(
-      `SELECT al.id, al.device_id FROM alerts al JOIN devices d ON d.id = al.device_id
-       WHERE d.space_id = $1 AND al.resolved_at IS NULL`,
-      [spaceId]
-    )
-    return {
-      exists: true,
-      timezone: space.timezone,
-      recipients: recipients.map((r) => r.organisation_user_id),
-      devices: devices.map((d) => ({ deviceId: d.id, liveness: livenessOf(d.liveness), at: Number(d.liveness_at ?? 0) })),
-      alerts: alerts.map((a) => ({ alertId: a.id, deviceId: a.device_id }))
-    } satisfies SpaceSeed
-  })
+export const readSeed = Effect.fnUntraced(function*(sql: SqlClient, spaceId: string) {
+  const [space] = yield* sql.query<{ timezone: string }>("SELECT timezone FROM spaces WHERE id = $1", [spaceId])
+  if (space === undefined) return { exists: false, timezone: "", recipients: [], devices: [], alerts: [] } satisfies SpaceSeed
+  const recipients = yield* sql.query<{ organisation_user_id: string }>(
+    "SELECT organisation_user_id FROM space_alert_users WHERE space_id = $1 ORDER BY created_at, organisation_user_id",
+    [spaceId]
+  )
+  const devices = yield* sql.query<{ id: string; liveness: string | null; liveness_at: unknown }>(
+    `SELECT d.id, da.liveness, da.liveness_at FROM devices d LEFT JOIN device_actors da ON da.device_id = d.id
+     WHERE d.space_id = $1`,
+    [spaceId]
+  )
+  const alerts = yield* sql.query<{ id: string; device_id: string }>(
+    `SELECT al.id, al.device_id FROM alerts al JOIN devices d ON d.id = al.device_id
+     WHERE d.space_id = $1 AND al.resolved_at IS NULL`,
+    [spaceId]
+  )
+  return {
+    exists: true,
+    timezone: space.timezone,
+    recipients: recipients.map((r) => r.organisation_user_id),
+    devices: devices.map((d) => ({ deviceId: d.id, liveness: livenessOf(d.liveness), at: Number(d.liveness_at ?? 0) })),
+    alerts: alerts.map((a) => ({ alertId: a.id, deviceId: a.device_id }))
+  } satisfies SpaceSeed
+})
 
 /** Devices as the store has them: their space now and their stored liveness; a device gone is left out. */
 export const readDevices = (sql: SqlClient, deviceIds: ReadonlyArray<string>) =>

@@ -127,50 +127,49 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         return tooLarge(text) ? Effect.fail(new PayloadTooLarge({ limit: MAX_EVENT_DATA_BYTES })) : Effect.succeed(text)
       }
 
-      const event: IngestService["event"] = (envelope) =>
-        Effect.gen(function*() {
-          const input = envelope.payload
-          // Every refusal of the payload comes before the device is resolved: a new customId
-          // creates its device, and a refused event must change nothing.
-          const data = yield* dataText(input.data)
-          const reading = yield* energyReadingOf(input.name, input.data)
-          const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
-          const now = Date.now()
-          const id = newId("evt", now)
-          const timestamp = input.timestamp ?? now
-          yield* Effect.mapError(writer.write({
-            _tag: "event",
-            row: {
-              id,
-              organisationId: envelope.principal.organisationId,
-              deviceId,
-              name: input.name,
-              data,
-              timestamp,
-              receivedAt: now,
-              protocol: envelope.protocol,
-              file: input.file,
-              reading
-            }
-          }), gone("device", deviceId))
-          const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
-          activity.publish({
+      const event: IngestService["event"] = Effect.fnUntraced(function*(envelope: Envelope<EventInput & { readonly file?: EventFile | undefined }>) {
+        const input = envelope.payload
+        // Every refusal of the payload comes before the device is resolved: a new customId
+        // creates its device, and a refused event must change nothing.
+        const data = yield* dataText(input.data)
+        const reading = yield* energyReadingOf(input.name, input.data)
+        const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
+        const now = Date.now()
+        const id = newId("evt", now)
+        const timestamp = input.timestamp ?? now
+        yield* Effect.mapError(writer.write({
+          _tag: "event",
+          row: {
+            id,
             organisationId: envelope.principal.organisationId,
             deviceId,
-            at: now,
-            event: { id, name: input.name, data: json.data, timestamp }
-          })
-          if (input.file !== undefined) {
-            json.file = { filename: input.file.filename, contentType: input.file.contentType, size: input.file.bytes.byteLength }
+            name: input.name,
+            data,
+            timestamp,
+            receivedAt: now,
+            protocol: envelope.protocol,
+            file: input.file,
+            reading
           }
-          yield* bus.deliver({
-            organisationId: envelope.principal.organisationId,
-            deviceId,
-            topic: eventTopic(deviceId, input.name),
-            payload: JSON.stringify(json)
-          })
-          return json
-        }).pipe(Effect.onExit((exit) => Effect.sync(() => countEventExit(envelope.protocol, exit))))
+        }), gone("device", deviceId))
+        const json: EventJson = { id, name: input.name, data: input.data ?? null, timestamp, device: { id: deviceId } }
+        activity.publish({
+          organisationId: envelope.principal.organisationId,
+          deviceId,
+          at: now,
+          event: { id, name: input.name, data: json.data, timestamp }
+        })
+        if (input.file !== undefined) {
+          json.file = { filename: input.file.filename, contentType: input.file.contentType, size: input.file.bytes.byteLength }
+        }
+        yield* bus.deliver({
+          organisationId: envelope.principal.organisationId,
+          deviceId,
+          topic: eventTopic(deviceId, input.name),
+          payload: JSON.stringify(json)
+        })
+        return json
+      }, (effect, envelope) => Effect.onExit(effect, (exit) => Effect.sync(() => countEventExit(envelope.protocol, exit))))
 
       const submitEvent: IngestService["submitEvent"] = (envelope, done, wait) => {
         const input = envelope.payload
@@ -200,115 +199,112 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         }, wait)
       }
 
-      const location: IngestService["location"] = (envelope) =>
-        Effect.gen(function*() {
-          const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
-          const input = envelope.payload
-          const now = Date.now()
-          const json: LocationJson = {
-            id: newId("loc", now),
-            latitude: decimal(input.latitude),
-            longitude: decimal(input.longitude),
-            altitude: input.altitude === undefined ? null : decimal(input.altitude),
-            timestamp: input.timestamp ?? now,
-            device: { id: deviceId }
-          }
-          yield* Effect.mapError(writer.write({
-            _tag: "location",
-            row: {
-              id: json.id,
-              organisationId: envelope.principal.organisationId,
-              deviceId,
-              latitude: json.latitude,
-              longitude: json.longitude,
-              altitude: json.altitude,
-              timestamp: json.timestamp,
-              receivedAt: now,
-              protocol: envelope.protocol
-            }
-          }), gone("device", deviceId))
-          activity.publish({ organisationId: envelope.principal.organisationId, deviceId, at: now })
-          yield* bus.deliver({
+      const location: IngestService["location"] = Effect.fnUntraced(function*(envelope: Envelope<LocationInput>) {
+        const deviceId = yield* resolveDevice(envelope.principal, envelope.device)
+        const input = envelope.payload
+        const now = Date.now()
+        const json: LocationJson = {
+          id: newId("loc", now),
+          latitude: decimal(input.latitude),
+          longitude: decimal(input.longitude),
+          altitude: input.altitude === undefined ? null : decimal(input.altitude),
+          timestamp: input.timestamp ?? now,
+          device: { id: deviceId }
+        }
+        yield* Effect.mapError(writer.write({
+          _tag: "location",
+          row: {
+            id: json.id,
             organisationId: envelope.principal.organisationId,
             deviceId,
-            topic: locationTopic(deviceId),
-            payload: JSON.stringify(json)
-          })
-          return json
+            latitude: json.latitude,
+            longitude: json.longitude,
+            altitude: json.altitude,
+            timestamp: json.timestamp,
+            receivedAt: now,
+            protocol: envelope.protocol
+          }
+        }), gone("device", deviceId))
+        activity.publish({ organisationId: envelope.principal.organisationId, deviceId, at: now })
+        yield* bus.deliver({
+          organisationId: envelope.principal.organisationId,
+          deviceId,
+          topic: locationTopic(deviceId),
+          payload: JSON.stringify(json)
         })
+        return json
+      })
 
       /**
        * The command a run names, from the directory (`fresh`: from the store). The id decides;
        * a slug or device given with it must agree rather than be ignored.
        */
-      const commandOf = (principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) =>
-        Effect.gen(function*() {
-          const input = envelope.payload
-          if (input.id !== undefined) {
-            const command = yield* commands.byId(principal.organisationId, input.id, fresh)
-            if (command === undefined) return yield* new NotFound({ resource: "command", id: input.id })
-            if (input.slug !== undefined && input.slug !== command.slug) {
-              return yield* new InvalidInput({ field: "slug", message: `slug: command ${command.id} has slug ${command.slug}, not ${input.slug}` })
-            }
-            if (envelope.device !== undefined && (envelope.device.id !== undefined || envelope.device.customId !== undefined)) {
-              const named = yield* resolveDevice(principal, envelope.device, false)
-              if (named !== command.deviceId) {
-                return yield* new InvalidInput({ field: "device", message: `device: command ${command.id} belongs to device ${command.deviceId}, not ${named}` })
-              }
-            }
-            return command
+      const commandOf = Effect.fnUntraced(function*(principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) {
+        const input = envelope.payload
+        if (input.id !== undefined) {
+          const command = yield* commands.byId(principal.organisationId, input.id, fresh)
+          if (command === undefined) return yield* new NotFound({ resource: "command", id: input.id })
+          if (input.slug !== undefined && input.slug !== command.slug) {
+            return yield* new InvalidInput({ field: "slug", message: `slug: command ${command.id} has slug ${command.slug}, not ${input.slug}` })
           }
-          if (input.slug === undefined) {
-            return yield* new InvalidInput({ field: "slug", message: "slug: is required (or the command id)" })
+          if (envelope.device !== undefined && (envelope.device.id !== undefined || envelope.device.customId !== undefined)) {
+            const named = yield* resolveDevice(principal, envelope.device, false)
+            if (named !== command.deviceId) {
+              return yield* new InvalidInput({ field: "device", message: `device: command ${command.id} belongs to device ${command.deviceId}, not ${named}` })
+            }
           }
-          const deviceId = yield* resolveDevice(principal, envelope.device, false)
-          const command = yield* commands.bySlug(principal.organisationId, deviceId, input.slug, fresh)
-          if (command === undefined) return yield* new NotFound({ resource: "command", id: `${input.slug} of device ${deviceId}` })
           return command
-        })
+        }
+        if (input.slug === undefined) {
+          return yield* new InvalidInput({ field: "slug", message: "slug: is required (or the command id)" })
+        }
+        const deviceId = yield* resolveDevice(principal, envelope.device, false)
+        const command = yield* commands.bySlug(principal.organisationId, deviceId, input.slug, fresh)
+        if (command === undefined) return yield* new NotFound({ resource: "command", id: `${input.slug} of device ${deviceId}` })
+        return command
+      })
 
-      const runOnce = (principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) =>
-        Effect.gen(function*() {
-          const command = yield* commandOf(principal, envelope, fresh)
-          if (principal.kind === "app" && principal.readOnly) return yield* new Forbidden({ message: "this application key is read-only" })
-          const input = envelope.payload
-          const data = yield* dataText(input.data)
-          const now = Date.now()
-          const run: CommandRunJson = {
-            id: newId("cmd", now),
-            slug: command.slug,
-            data: input.data ?? null,
-            device: { id: command.deviceId },
-            timestamp: now
-          }
-          // Stored first, like every acknowledged write: a retried run (back-pressure) is then
-          // never delivered twice. Group commit keeps this to a few milliseconds.
-          yield* Effect.mapError(writer.write({
-            _tag: "run",
-            row: {
-              id: run.id,
-              organisationId: principal.organisationId,
-              commandId: command.id,
-              deviceId: command.deviceId,
-              data,
-              timestamp: now,
-              protocol: envelope.protocol
-            }
-          }), (e) => {
-            const mapped = gone("command", command.id)(e)
-            // A held command that is gone: it may have been deleted (and one of the same slug made) elsewhere.
-            if (mapped._tag !== "NotFound" || fresh) return mapped
-            commands.drop(command.id)
-            return new StaleCommand({ notFound: mapped })
-          })
-          yield* bus.deliver({
+      const runOnce = Effect.fnUntraced(function*(principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) {
+        const command = yield* commandOf(principal, envelope, fresh)
+        if (principal.kind === "app" && principal.readOnly) return yield* new Forbidden({ message: "this application key is read-only" })
+        const input = envelope.payload
+        const data = yield* dataText(input.data)
+        const now = Date.now()
+        const run: CommandRunJson = {
+          id: newId("cmd", now),
+          slug: command.slug,
+          data: input.data ?? null,
+          device: { id: command.deviceId },
+          timestamp: now
+        }
+        // Stored first, like every acknowledged write: a retried run (back-pressure) is then
+        // never delivered twice. Group commit keeps this to a few milliseconds.
+        yield* Effect.mapError(writer.write({
+          _tag: "run",
+          row: {
+            id: run.id,
             organisationId: principal.organisationId,
+            commandId: command.id,
             deviceId: command.deviceId,
-            topic: commandRunTopic(command.deviceId, command.slug),
-            payload: JSON.stringify(run)
-          })
-          return { ...run, command: { id: command.id } }
+            data,
+            timestamp: now,
+            protocol: envelope.protocol
+          }
+        }), (e) => {
+          const mapped = gone("command", command.id)(e)
+          // A held command that is gone: it may have been deleted (and one of the same slug made) elsewhere.
+          if (mapped._tag !== "NotFound" || fresh) return mapped
+          commands.drop(command.id)
+          return new StaleCommand({ notFound: mapped })
         })
+        yield* bus.deliver({
+          organisationId: principal.organisationId,
+          deviceId: command.deviceId,
+          topic: commandRunTopic(command.deviceId, command.slug),
+          payload: JSON.stringify(run)
+        })
+        return { ...run, command: { id: command.id } }
+      })
 
       const runCommand: IngestService["runCommand"] = (envelope) => {
         const principal = envelope.principal

@@ -205,73 +205,72 @@ const openPglite = (dataDir: string | undefined, role: string) =>
 /** While the link is down, how often a `select 1` checks it, so recovery is seen without traffic. */
 const PROBE_EVERY_MS = 1_000
 
-const openPostgres = (url: Redacted.Redacted<string>) =>
-  Effect.gen(function*() {
-    const run = yield* FiberSet.makeRuntime<never>()
-    let ending = false
-    const outage = makeOutage({
-      lost: (reason) => `store: lost the connection to Postgres (${reason})`,
-      restored: (seconds) => `store: reconnected to Postgres after ${seconds} s`
-    }, {
-      warn: (message) => void run(Effect.logWarning(message)),
-      info: (message) => void run(Effect.logInfo(message))
-    })
-    let pool: PostgresSql | undefined
-    const probe = () => {
-      setTimeout(() => {
-        if (ending || !outage.down || pool === undefined) return
-        const epoch = outage.epoch
-        pool`select 1`.then(() => outage.restored(epoch), (cause: unknown) => void failed(cause, epoch)).finally(probe)
-      }, PROBE_EVERY_MS).unref()
-    }
-    const lost = (reason: string, epoch?: number) => {
-      if (ending) return
-      const wasDown = outage.down
-      outage.lost(reason, epoch)
-      if (!wasDown && outage.down) probe()
-    }
-    const failed = (cause: unknown, epoch?: number) => {
-      const error = toSqlError(cause)
-      if (isConnectionLoss(error)) lost(error.message, epoch)
-      return error
-    }
-    const sql = yield* Effect.acquireRelease(
-      Effect.tryPromise({
-        try: async () => {
-          const sql = postgres(Redacted.value(url), {
-            max: 10,
-            onnotice: () => {},
-            connect_timeout: 5,
-            types: { bigint: int8AsNumber },
-            // Connections are kept for the life of the process (no idle timeout, no maximum
-            // lifetime), so a connection that closes was closed by the server or the network.
-            max_lifetime: null,
-            onclose: (id) => lost(`connection ${id} closed by the server or the network`)
-          }) as unknown as PostgresSql
-          try {
-            await sql`select 1`
-          } catch (cause) {
-            ending = true
-            await sql.end({ timeout: 0 })
-            throw cause
-          }
-          return sql
-        },
-        catch: (cause) =>
-          new StoreUnreachable({
-            setting: "DATABASE_URL",
-            message: `cannot reach the database at DATABASE_URL (${redactUrl(Redacted.value(url))}): ${cause instanceof Error ? cause.message : String(cause)}`
-          })
-      }),
-      (sql) =>
-        Effect.promise(() => {
-          ending = true
-          return sql.end({ timeout: 5 })
-        }).pipe(Effect.ignore)
-    )
-    pool = sql
-    return postgresClient(sql, sql, { outage, failed })
+const openPostgres = Effect.fnUntraced(function*(url: Redacted.Redacted<string>) {
+  const run = yield* FiberSet.makeRuntime<never>()
+  let ending = false
+  const outage = makeOutage({
+    lost: (reason) => `store: lost the connection to Postgres (${reason})`,
+    restored: (seconds) => `store: reconnected to Postgres after ${seconds} s`
+  }, {
+    warn: (message) => void run(Effect.logWarning(message)),
+    info: (message) => void run(Effect.logInfo(message))
   })
+  let pool: PostgresSql | undefined
+  const probe = () => {
+    setTimeout(() => {
+      if (ending || !outage.down || pool === undefined) return
+      const epoch = outage.epoch
+      pool`select 1`.then(() => outage.restored(epoch), (cause: unknown) => void failed(cause, epoch)).finally(probe)
+    }, PROBE_EVERY_MS).unref()
+  }
+  const lost = (reason: string, epoch?: number) => {
+    if (ending) return
+    const wasDown = outage.down
+    outage.lost(reason, epoch)
+    if (!wasDown && outage.down) probe()
+  }
+  const failed = (cause: unknown, epoch?: number) => {
+    const error = toSqlError(cause)
+    if (isConnectionLoss(error)) lost(error.message, epoch)
+    return error
+  }
+  const sql = yield* Effect.acquireRelease(
+    Effect.tryPromise({
+      try: async () => {
+        const sql = postgres(Redacted.value(url), {
+          max: 10,
+          onnotice: () => {},
+          connect_timeout: 5,
+          types: { bigint: int8AsNumber },
+          // Connections are kept for the life of the process (no idle timeout, no maximum
+          // lifetime), so a connection that closes was closed by the server or the network.
+          max_lifetime: null,
+          onclose: (id) => lost(`connection ${id} closed by the server or the network`)
+        }) as unknown as PostgresSql
+        try {
+          await sql`select 1`
+        } catch (cause) {
+          ending = true
+          await sql.end({ timeout: 0 })
+          throw cause
+        }
+        return sql
+      },
+      catch: (cause) =>
+        new StoreUnreachable({
+          setting: "DATABASE_URL",
+          message: `cannot reach the database at DATABASE_URL (${redactUrl(Redacted.value(url))}): ${cause instanceof Error ? cause.message : String(cause)}`
+        })
+    }),
+    (sql) =>
+      Effect.promise(() => {
+        ending = true
+        return sql.end({ timeout: 5 })
+      }).pipe(Effect.ignore)
+  )
+  pool = sql
+  return postgresClient(sql, sql, { outage, failed })
+})
 
 /** A database URL with its password as `***`, for messages. */
 export const redactUrl = (raw: string): string => {

@@ -118,35 +118,34 @@ export interface IssuedToken {
   scope: string
 }
 
-const issueToken = (sql: SqlClient, user: Row, scope: string) =>
-  Effect.gen(function*() {
-    const now = Date.now()
-    const accessToken = newSecret("u_at")
-    const refreshToken = newSecret("u_rt")
-    yield* sql.query(
-      `INSERT INTO user_tokens (id, token_hash, refresh_hash, user_id, organisation_user_id, organisation_id, scope, expires_at, created_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-      [
-        newId("tok", now),
-        hashSecret(accessToken),
-        hashSecret(refreshToken),
-        str(user, "user_id"),
-        str(user, "organisation_user_id"),
-        str(user, "organisation_id"),
-        scope,
-        now + ACCESS_TOKEN_TTL_MS,
-        now
-      ]
-    )
-    return {
-      accessToken,
-      token: accessToken,
-      refreshToken,
-      tokenType: "bearer",
-      expiresIn: ACCESS_TOKEN_TTL_MS / 1000,
-      scope
-    } satisfies IssuedToken
-  })
+const issueToken = Effect.fnUntraced(function*(sql: SqlClient, user: Row, scope: string) {
+  const now = Date.now()
+  const accessToken = newSecret("u_at")
+  const refreshToken = newSecret("u_rt")
+  yield* sql.query(
+    `INSERT INTO user_tokens (id, token_hash, refresh_hash, user_id, organisation_user_id, organisation_id, scope, expires_at, created_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+    [
+      newId("tok", now),
+      hashSecret(accessToken),
+      hashSecret(refreshToken),
+      str(user, "user_id"),
+      str(user, "organisation_user_id"),
+      str(user, "organisation_id"),
+      scope,
+      now + ACCESS_TOKEN_TTL_MS,
+      now
+    ]
+  )
+  return {
+    accessToken,
+    token: accessToken,
+    refreshToken,
+    tokenType: "bearer",
+    expiresIn: ACCESS_TOKEN_TTL_MS / 1000,
+    scope
+  } satisfies IssuedToken
+})
 
 const invalidCredentials = new Unauthorized({ message: "username or password is wrong" })
 

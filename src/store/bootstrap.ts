@@ -25,30 +25,29 @@ export interface Bootstrapped {
  * First start on an empty database: the platform organisation, its owner (the platform
  * administrator) and an application key. Later starts find an organisation and do nothing.
  */
-export const bootstrap = (settings: BootstrapSettings) =>
-  Effect.gen(function*() {
-    const sql = yield* Sql
-    return yield* sql.transaction((tx) =>
-      Effect.gen(function*() {
-        yield* tx.query("SELECT pg_advisory_xact_lock($1)", [BOOTSTRAP_LOCK])
-        const existing = yield* tx.query("SELECT 1 FROM organisations LIMIT 1")
-        if (existing.length > 0) return Option.none<Bootstrapped>()
-        const generatedPassword = Option.isNone(settings.adminPassword) ? randomBytes(12).toString("base64url") : undefined
-        const password = generatedPassword ?? Redacted.value(Option.getOrThrow(settings.adminPassword))
-        const emailAddress = Option.getOrElse(settings.adminEmail, () => "admin@voltaic.local")
-        const created = yield* insertOrganisation(tx, {
-          name: "Default organisation",
-          isPlatform: true,
-          owner: { emailAddress, fullName: "Administrator", password },
-          appKey: Option.map(settings.bootstrapAppKey, Redacted.value).pipe(Option.getOrUndefined)
-        })
-        return Option.some<Bootstrapped>({
-          organisationId: created.organisation.id,
-          emailAddress,
-          generatedPassword,
-          appKey: created.apiKey.secretKey,
-          generatedAppKey: Option.isNone(settings.bootstrapAppKey)
-        })
+export const bootstrap = Effect.fnUntraced(function*(settings: BootstrapSettings) {
+  const sql = yield* Sql
+  return yield* sql.transaction((tx) =>
+    Effect.gen(function*() {
+      yield* tx.query("SELECT pg_advisory_xact_lock($1)", [BOOTSTRAP_LOCK])
+      const existing = yield* tx.query("SELECT 1 FROM organisations LIMIT 1")
+      if (existing.length > 0) return Option.none<Bootstrapped>()
+      const generatedPassword = Option.isNone(settings.adminPassword) ? randomBytes(12).toString("base64url") : undefined
+      const password = generatedPassword ?? Redacted.value(Option.getOrThrow(settings.adminPassword))
+      const emailAddress = Option.getOrElse(settings.adminEmail, () => "admin@voltaic.local")
+      const created = yield* insertOrganisation(tx, {
+        name: "Default organisation",
+        isPlatform: true,
+        owner: { emailAddress, fullName: "Administrator", password },
+        appKey: Option.map(settings.bootstrapAppKey, Redacted.value).pipe(Option.getOrUndefined)
       })
-    )
-  })
+      return Option.some<Bootstrapped>({
+        organisationId: created.organisation.id,
+        emailAddress,
+        generatedPassword,
+        appKey: created.apiKey.secretKey,
+        generatedAppKey: Option.isNone(settings.bootstrapAppKey)
+      })
+    })
+  )
+})

@@ -144,7 +144,7 @@ export const deleteRow = (sql: SqlClient, table: Table, organisationId: string, 
  * first from `base` alone and only those rows are joined and rendered: a window count over the
  * joined query would render every match before LIMIT (bench/RESULTS.md).
  */
-export const listRows = (
+export const listRows = Effect.fnUntraced(function*(
   sql: SqlClient,
   query: {
     readonly select: string
@@ -157,39 +157,38 @@ export const listRows = (
     readonly timeColumn: string
   },
   list: ListParams
-): Effect.Effect<Page<Row>, SqlError> =>
-  Effect.gen(function*() {
-    const params = [...query.params]
-    const where = [...query.where]
-    if (list.since !== undefined) {
-      params.push(list.since)
-      where.push(`${query.timeColumn} >= $${params.length}`)
-    }
-    if (list.until !== undefined) {
-      params.push(list.until)
-      where.push(`${query.timeColumn} < $${params.length}`)
-    }
-    const whereSql = where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""
-    const countParams = [...params]
-    params.push(list.limit, list.page * list.limit)
-    const a = query.alias
-    const order = `${list.orderBy} ${list.sort}, ${a}.id ${list.sort}`
-    const count = `SELECT count(*)::int8 AS n FROM ${query.base} ${whereSql}`
-    // One statement: the count rides on every row of the page (an InitPlan, computed once). Each
-    // statement is a round trip with its own socket writes and reads in the driver, which a
-    // profile of \`GET /devices\` put at a fifth of the server's time; only a page past the end,
-    // which has no row to carry it, asks for the count on its own.
-    const rows = yield* sql.query(
-      `WITH page AS (SELECT ${a}.id FROM ${query.base} ${whereSql} ORDER BY ${order}
-                     LIMIT $${params.length - 1} OFFSET $${params.length})
-       SELECT ${query.select}, (${count}) AS ${TOTAL} FROM ${query.from} JOIN page ON page.id = ${a}.id ORDER BY ${order}`,
-      params
-    )
-    if (rows.length > 0) return { items: rows, total: Number(rows[0][TOTAL]) }
-    if (list.page === 0) return { items: rows, total: 0 }
-    const [counted] = yield* sql.query<{ n: number }>(count, countParams)
-    return { items: rows, total: Number(counted.n) }
-  })
+): Effect.fn.Return<Page<Row>, SqlError> {
+  const params = [...query.params]
+  const where = [...query.where]
+  if (list.since !== undefined) {
+    params.push(list.since)
+    where.push(`${query.timeColumn} >= $${params.length}`)
+  }
+  if (list.until !== undefined) {
+    params.push(list.until)
+    where.push(`${query.timeColumn} < $${params.length}`)
+  }
+  const whereSql = where.length > 0 ? `WHERE ${where.join(" AND ")}` : ""
+  const countParams = [...params]
+  params.push(list.limit, list.page * list.limit)
+  const a = query.alias
+  const order = `${list.orderBy} ${list.sort}, ${a}.id ${list.sort}`
+  const count = `SELECT count(*)::int8 AS n FROM ${query.base} ${whereSql}`
+  // One statement: the count rides on every row of the page (an InitPlan, computed once). Each
+  // statement is a round trip with its own socket writes and reads in the driver, which a
+  // profile of \`GET /devices\` put at a fifth of the server's time; only a page past the end,
+  // which has no row to carry it, asks for the count on its own.
+  const rows = yield* sql.query(
+    `WITH page AS (SELECT ${a}.id FROM ${query.base} ${whereSql} ORDER BY ${order}
+                   LIMIT $${params.length - 1} OFFSET $${params.length})
+     SELECT ${query.select}, (${count}) AS ${TOTAL} FROM ${query.from} JOIN page ON page.id = ${a}.id ORDER BY ${order}`,
+    params
+  )
+  if (rows.length > 0) return { items: rows, total: Number(rows[0][TOTAL]) }
+  if (list.page === 0) return { items: rows, total: 0 }
+  const [counted] = yield* sql.query<{ n: number }>(count, countParams)
+  return { items: rows, total: Number(counted.n) }
+})
 
 /** The column that carries a list's total on each row of its page (`listRows`). */
 const TOTAL = "list_total_count__"

@@ -147,44 +147,42 @@ const otherAdmins = (tx: SqlClient, organisationId: string, id: string) =>
   ).pipe(Effect.map(([row]) => Number(row.n)))
 
 /** The last admin can be neither demoted nor removed: the organisation would be unmanageable. */
-export const setAdmin = (tx: SqlClient, organisationId: string, id: string, isAdmin: boolean) =>
-  Effect.gen(function*() {
-    // Lock the organisation's admins so two concurrent demotions cannot both pass the check.
-    yield* tx.query("SELECT id FROM organisation_users WHERE organisation_id = $1 AND is_admin FOR UPDATE", [organisationId])
-    if (!isAdmin && (yield* otherAdmins(tx, organisationId, id)) === 0) {
-      const [row] = yield* tx.query<{ is_admin: boolean }>("SELECT is_admin FROM organisation_users WHERE id = $1 AND organisation_id = $2", [id, organisationId])
-      if (row?.is_admin === true) return yield* new Conflict({ message: "isAdmin: the last admin of an organisation cannot be demoted" })
-    }
-    const rows = yield* tx.query("UPDATE organisation_users SET is_admin = $3, updated_at = $4 WHERE id = $1 AND organisation_id = $2 RETURNING id", [
-      id,
-      organisationId,
-      isAdmin,
-      Date.now()
-    ])
-    if (rows.length === 0) return yield* new NotFound({ resource: "organisation user", id })
-  })
+export const setAdmin = Effect.fnUntraced(function*(tx: SqlClient, organisationId: string, id: string, isAdmin: boolean) {
+  // Lock the organisation's admins so two concurrent demotions cannot both pass the check.
+  yield* tx.query("SELECT id FROM organisation_users WHERE organisation_id = $1 AND is_admin FOR UPDATE", [organisationId])
+  if (!isAdmin && (yield* otherAdmins(tx, organisationId, id)) === 0) {
+    const [row] = yield* tx.query<{ is_admin: boolean }>("SELECT is_admin FROM organisation_users WHERE id = $1 AND organisation_id = $2", [id, organisationId])
+    if (row?.is_admin === true) return yield* new Conflict({ message: "isAdmin: the last admin of an organisation cannot be demoted" })
+  }
+  const rows = yield* tx.query("UPDATE organisation_users SET is_admin = $3, updated_at = $4 WHERE id = $1 AND organisation_id = $2 RETURNING id", [
+    id,
+    organisationId,
+    isAdmin,
+    Date.now()
+  ])
+  if (rows.length === 0) return yield* new NotFound({ resource: "organisation user", id })
+})
 
 /**
  * Removes the user from the organisation (its team memberships, alert subscriptions and
  * tokens go with it) and deletes the user when it belongs to no other organisation.
  */
-export const removeOrganisationUser = (tx: SqlClient, organisationId: string, id: string) =>
-  Effect.gen(function*() {
-    yield* tx.query("SELECT id FROM organisation_users WHERE organisation_id = $1 AND is_admin FOR UPDATE", [organisationId])
-    const [row] = yield* tx.query<{ user_id: string; is_admin: boolean }>(
-      "SELECT user_id, is_admin FROM organisation_users WHERE id = $1 AND organisation_id = $2",
-      [id, organisationId]
-    )
-    if (row === undefined) return yield* new NotFound({ resource: "organisation user", id })
-    if (row.is_admin && (yield* otherAdmins(tx, organisationId, id)) === 0) {
-      return yield* new Conflict({ message: "the last admin of an organisation cannot be removed" })
-    }
-    yield* tx.query("DELETE FROM organisation_users WHERE id = $1", [id])
-    yield* tx.query(
-      "DELETE FROM users u WHERE u.id = $1 AND NOT EXISTS (SELECT 1 FROM organisation_users ou WHERE ou.user_id = u.id)",
-      [row.user_id]
-    )
-  })
+export const removeOrganisationUser = Effect.fnUntraced(function*(tx: SqlClient, organisationId: string, id: string) {
+  yield* tx.query("SELECT id FROM organisation_users WHERE organisation_id = $1 AND is_admin FOR UPDATE", [organisationId])
+  const [row] = yield* tx.query<{ user_id: string; is_admin: boolean }>(
+    "SELECT user_id, is_admin FROM organisation_users WHERE id = $1 AND organisation_id = $2",
+    [id, organisationId]
+  )
+  if (row === undefined) return yield* new NotFound({ resource: "organisation user", id })
+  if (row.is_admin && (yield* otherAdmins(tx, organisationId, id)) === 0) {
+    return yield* new Conflict({ message: "the last admin of an organisation cannot be removed" })
+  }
+  yield* tx.query("DELETE FROM organisation_users WHERE id = $1", [id])
+  yield* tx.query(
+    "DELETE FROM users u WHERE u.id = $1 AND NOT EXISTS (SELECT 1 FROM organisation_users ou WHERE ou.user_id = u.id)",
+    [row.user_id]
+  )
+})
 
 const TEAM_SELECT = `t.id, t.name, t.is_admin, t.organisation_id, t.created_at, t.updated_at,
   COALESCE((SELECT json_agg(json_build_object('id', ou.id, 'user_id', ou.user_id, 'full_name', u.full_name,
@@ -247,42 +245,38 @@ const requireInOrganisation = (sql: SqlClient, table: "teams" | "organisation_us
   )
 
 /** Adding a member twice is harmless. A user of another organisation is not found. */
-export const addTeamMember = (sql: SqlClient, organisationId: string, teamId: string, organisationUserId: string) =>
-  Effect.gen(function*() {
-    yield* requireInOrganisation(sql, "teams", "team", organisationId, teamId)
-    yield* requireInOrganisation(sql, "organisation_users", "organisation user", organisationId, organisationUserId)
-    yield* sql.query(
-      "INSERT INTO team_members (team_id, organisation_user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-      [teamId, organisationUserId, Date.now()]
-    )
-  })
+export const addTeamMember = Effect.fnUntraced(function*(sql: SqlClient, organisationId: string, teamId: string, organisationUserId: string) {
+  yield* requireInOrganisation(sql, "teams", "team", organisationId, teamId)
+  yield* requireInOrganisation(sql, "organisation_users", "organisation user", organisationId, organisationUserId)
+  yield* sql.query(
+    "INSERT INTO team_members (team_id, organisation_user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    [teamId, organisationUserId, Date.now()]
+  )
+})
 
-export const removeTeamMember = (sql: SqlClient, organisationId: string, teamId: string, organisationUserId: string) =>
-  Effect.gen(function*() {
-    yield* requireInOrganisation(sql, "teams", "team", organisationId, teamId)
-    const rows = yield* sql.query("DELETE FROM team_members WHERE team_id = $1 AND organisation_user_id = $2 RETURNING team_id", [
-      teamId,
-      organisationUserId
-    ])
-    if (rows.length === 0) return yield* new NotFound({ resource: "team member", id: organisationUserId })
-  })
+export const removeTeamMember = Effect.fnUntraced(function*(sql: SqlClient, organisationId: string, teamId: string, organisationUserId: string) {
+  yield* requireInOrganisation(sql, "teams", "team", organisationId, teamId)
+  const rows = yield* sql.query("DELETE FROM team_members WHERE team_id = $1 AND organisation_user_id = $2 RETURNING team_id", [
+    teamId,
+    organisationUserId
+  ])
+  if (rows.length === 0) return yield* new NotFound({ resource: "team member", id: organisationUserId })
+})
 
-export const addSpaceAlertUser = (sql: SqlClient, organisationId: string, spaceId: string, organisationUserId: string) =>
-  Effect.gen(function*() {
-    yield* requireInOrganisation(sql, "spaces", "space", organisationId, spaceId)
-    yield* requireInOrganisation(sql, "organisation_users", "organisation user", organisationId, organisationUserId)
-    yield* sql.query(
-      "INSERT INTO space_alert_users (space_id, organisation_user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-      [spaceId, organisationUserId, Date.now()]
-    )
-  })
+export const addSpaceAlertUser = Effect.fnUntraced(function*(sql: SqlClient, organisationId: string, spaceId: string, organisationUserId: string) {
+  yield* requireInOrganisation(sql, "spaces", "space", organisationId, spaceId)
+  yield* requireInOrganisation(sql, "organisation_users", "organisation user", organisationId, organisationUserId)
+  yield* sql.query(
+    "INSERT INTO space_alert_users (space_id, organisation_user_id, created_at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+    [spaceId, organisationUserId, Date.now()]
+  )
+})
 
-export const removeSpaceAlertUser = (sql: SqlClient, organisationId: string, spaceId: string, organisationUserId: string) =>
-  Effect.gen(function*() {
-    yield* requireInOrganisation(sql, "spaces", "space", organisationId, spaceId)
-    const rows = yield* sql.query("DELETE FROM space_alert_users WHERE space_id = $1 AND organisation_user_id = $2 RETURNING space_id", [
-      spaceId,
-      organisationUserId
-    ])
-    if (rows.length === 0) return yield* new NotFound({ resource: "alert recipient", id: organisationUserId })
-  })
+export const removeSpaceAlertUser = Effect.fnUntraced(function*(sql: SqlClient, organisationId: string, spaceId: string, organisationUserId: string) {
+  yield* requireInOrganisation(sql, "spaces", "space", organisationId, spaceId)
+  const rows = yield* sql.query("DELETE FROM space_alert_users WHERE space_id = $1 AND organisation_user_id = $2 RETURNING space_id", [
+    spaceId,
+    organisationUserId
+  ])
+  if (rows.length === 0) return yield* new NotFound({ resource: "alert recipient", id: organisationUserId })
+})

@@ -75,48 +75,45 @@ const acceptedFormats = new Set<string | number | undefined>([undefined, "applic
 const utf8 = new TextDecoder("utf-8", { fatal: true })
 
 /** The payload as a JSON object with dotted keys expanded (API-DECISIONS "Wire format"). */
-const jsonObject = (payload: Uint8Array) =>
-  Effect.gen(function*() {
-    if (payload.byteLength > MAX_COAP_PAYLOAD_BYTES) return yield* new PayloadTooLarge({ limit: MAX_COAP_PAYLOAD_BYTES })
-    const text = yield* Effect.try({
-      try: () => utf8.decode(payload),
-      catch: () => new InvalidInput({ field: "body", message: "body: must be UTF-8 text" })
-    })
-    if (text.trim() === "") {
-      return yield* new InvalidInput({ field: "body", message: "body: is empty; send a JSON object with accessToken" })
-    }
-    const parsed = parseJson(text, "body")
-    if (parsed instanceof InvalidInput) return yield* parsed
-    const body = expandDottedKeys(parsed.value)
-    if (!Predicate.isObject(body)) return yield* new InvalidInput({ field: "body", message: "body: must be a JSON object" })
-    return body
+const jsonObject = Effect.fnUntraced(function*(payload: Uint8Array) {
+  if (payload.byteLength > MAX_COAP_PAYLOAD_BYTES) return yield* new PayloadTooLarge({ limit: MAX_COAP_PAYLOAD_BYTES })
+  const text = yield* Effect.try({
+    try: () => utf8.decode(payload),
+    catch: () => new InvalidInput({ field: "body", message: "body: must be UTF-8 text" })
   })
+  if (text.trim() === "") {
+    return yield* new InvalidInput({ field: "body", message: "body: is empty; send a JSON object with accessToken" })
+  }
+  const parsed = parseJson(text, "body")
+  if (parsed instanceof InvalidInput) return yield* parsed
+  const body = expandDottedKeys(parsed.value)
+  if (!Predicate.isObject(body)) return yield* new InvalidInput({ field: "body", message: "body: must be a JSON object" })
+  return body
+})
 
 /** CoAP authentication (spec "Authentication" 6): the device secret key is the payload's `accessToken`. */
-const principalOf = (body: Body) =>
-  Effect.gen(function*() {
-    const token = body.accessToken
-    if (token === undefined || token === null || token === "") {
-      return yield* new Unauthorized({ message: "not authenticated: send the device secret key as accessToken" })
-    }
-    if (typeof token !== "string") {
-      return yield* new InvalidInput({ field: "accessToken", message: "accessToken: must be a string" })
-    }
-    return yield* Auth.use((auth) => auth.authenticate(token))
-  })
+const principalOf = Effect.fnUntraced(function*(body: Body) {
+  const token = body.accessToken
+  if (token === undefined || token === null || token === "") {
+    return yield* new Unauthorized({ message: "not authenticated: send the device secret key as accessToken" })
+  }
+  if (typeof token !== "string") {
+    return yield* new InvalidInput({ field: "accessToken", message: "accessToken: must be a string" })
+  }
+  return yield* Auth.use((auth) => auth.authenticate(token))
+})
 
-const serve = (request: CoapRequest) =>
-  Effect.gen(function*() {
-    const route = Object.hasOwn(routes, request.path) ? routes[request.path] : undefined
-    if (route === undefined) return yield* new NotFound({ resource: "path", id: request.path })
-    if (request.method !== "POST") return methodNotAllowed(request.method, request.path)
-    if (!acceptedFormats.has(request.contentFormat)) {
-      return yield* new UnsupportedMediaType({ contentType: String(request.contentFormat) })
-    }
-    const body = yield* jsonObject(request.payload)
-    const principal = yield* principalOf(body)
-    return yield* route(principal, body)
-  })
+const serve = Effect.fnUntraced(function*(request: CoapRequest) {
+  const route = Object.hasOwn(routes, request.path) ? routes[request.path] : undefined
+  if (route === undefined) return yield* new NotFound({ resource: "path", id: request.path })
+  if (request.method !== "POST") return methodNotAllowed(request.method, request.path)
+  if (!acceptedFormats.has(request.contentFormat)) {
+    return yield* new UnsupportedMediaType({ contentType: String(request.contentFormat) })
+  }
+  const body = yield* jsonObject(request.payload)
+  const principal = yield* principalOf(body)
+  return yield* route(principal, body)
+})
 
 /**
  * One CoAP request → Envelope → Ingest → the reply: 2.01 with the stored event or location,

@@ -87,32 +87,31 @@ const screened = (fields: Record<string, unknown>) => {
  * Reads a request body as JSON, form-encoded or multipart (file parts stay `File`s) and
  * expands dotted keys. An empty body is `{}`.
  */
-export const readBody = (c: Context, limit: number = JSON_BODY_LIMIT) =>
-  Effect.gen(function*() {
-    const declared = Number(c.req.header("content-length") ?? "0")
-    if (declared > limit) return yield* new PayloadTooLarge({ limit })
-    const type = mediaType(c)
-    if (type === "multipart/form-data") {
-      const form = yield* Effect.tryPromise({
-        try: () => c.req.formData(),
-        catch: () => new InvalidInput({ field: "body", message: "body: malformed multipart/form-data" })
-      })
-      const fields: Record<string, unknown> = {}
-      form.forEach((value, key) => {
-        fields[key] = value
-      })
-      return yield* screened(fields)
-    }
-    const text = yield* bodyText(c, limit)
-    if (Buffer.byteLength(text) > limit) return yield* new PayloadTooLarge({ limit })
-    if (text.trim() === "") return {}
-    if (type === "application/json" || type.endsWith("+json") || type === "") {
-      if (type === "") return yield* new UnsupportedMediaType({ contentType: "(none)" })
-      const parsed = parseJson(text, "body")
-      return parsed instanceof InvalidInput ? yield* parsed : expandDottedKeys(parsed.value)
-    }
-    if (type === "application/x-www-form-urlencoded") {
-      return yield* screened(Object.fromEntries(new URLSearchParams(text)))
-    }
-    return yield* new UnsupportedMediaType({ contentType: type })
-  })
+export const readBody = Effect.fnUntraced(function*(c: Context, limit: number = JSON_BODY_LIMIT) {
+  const declared = Number(c.req.header("content-length") ?? "0")
+  if (declared > limit) return yield* new PayloadTooLarge({ limit })
+  const type = mediaType(c)
+  if (type === "multipart/form-data") {
+    const form = yield* Effect.tryPromise({
+      try: () => c.req.formData(),
+      catch: () => new InvalidInput({ field: "body", message: "body: malformed multipart/form-data" })
+    })
+    const fields: Record<string, unknown> = {}
+    form.forEach((value, key) => {
+      fields[key] = value
+    })
+    return yield* screened(fields)
+  }
+  const text = yield* bodyText(c, limit)
+  if (Buffer.byteLength(text) > limit) return yield* new PayloadTooLarge({ limit })
+  if (text.trim() === "") return {}
+  if (type === "application/json" || type.endsWith("+json") || type === "") {
+    if (type === "") return yield* new UnsupportedMediaType({ contentType: "(none)" })
+    const parsed = parseJson(text, "body")
+    return parsed instanceof InvalidInput ? yield* parsed : expandDottedKeys(parsed.value)
+  }
+  if (type === "application/x-www-form-urlencoded") {
+    return yield* screened(Object.fromEntries(new URLSearchParams(text)))
+  }
+  return yield* new UnsupportedMediaType({ contentType: type })
+})

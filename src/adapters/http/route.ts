@@ -45,7 +45,30 @@ export interface Input<P, Q, B, A extends Access | "public"> {
   readonly c: Context
 }
 
-export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z.ZodType, A extends Access | "public"> {
+type RouteInput<P extends AnyObject, Q extends AnyObject, B extends z.ZodType, A extends Access | "public"> = Input<z.output<P>, z.output<Q>, z.output<B>, A>
+
+/**
+ * What answers a route: `handle`, a generator function (the usual case), or `handler`, a
+ * function that returns an effect. Prefer `handle` over `handler: (input) => Effect.gen(…)`:
+ * V8 gives each generator closure its own map in old space, which keeps what the closure
+ * captured (the request: its context, body, principal) until a full GC, so a closure made per
+ * request made every request survive its scavenges. `handle` is made into one function per
+ * route (`Effect.fnUntraced`). bench:ingest's command case: 6.1 MB promoted per scavenge at
+ * 1,000 runs/s, pauses 11–19 ms, before.
+ */
+type Handling<P extends AnyObject, Q extends AnyObject, B extends z.ZodType, A extends Access | "public"> =
+  | {
+    readonly handle: (input: RouteInput<P, Q, B, A>) => Effect.fn.Return<unknown, DomainError | SqlError, HttpServices>
+    readonly handler?: never
+  }
+  | {
+    readonly handler: (input: RouteInput<P, Q, B, A>) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
+    readonly handle?: never
+  }
+
+export type RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z.ZodType, A extends Access | "public"> = RouteFields<P, Q, B, A> & Handling<P, Q, B, A>
+
+interface RouteFields<P extends AnyObject, Q extends AnyObject, B extends z.ZodType, A extends Access | "public"> {
   readonly method: "get" | "post" | "put" | "delete"
   /** Hono syntax (`/devices/:id`), relative to `/v1`. */
   readonly path: string
@@ -66,9 +89,6 @@ export interface RouteSpec<P extends AnyObject, Q extends AnyObject, B extends z
   readonly rawBody?: { readonly schema: z.ZodType; readonly mediaTypes: ReadonlyArray<string> }
   /** Further paths served by the same handler, undocumented (`/teams` for `/teams/`). */
   readonly aliases?: ReadonlyArray<string>
-  readonly handler: (
-    input: Input<z.output<P>, z.output<Q>, z.output<B>, A>
-  ) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
 }
 
 /** `Authorization: Bearer …` (empty counts as absent), else `?access_token=`, else `x-app-key`. */
@@ -124,28 +144,31 @@ export class Api {
   ): void {
     const run = Effect.runPromiseExitWith(this.context)
     const needsBody = spec.body !== undefined
-    const program = (c: Context) =>
-      Effect.gen(function*() {
-        let principal: Principal | undefined
-        if (spec.access !== "public") {
-          const auth = yield* Auth
-          principal = yield* auth.authenticate(credentialOf(c))
-          notePrincipal(c, principal)
-          if (!allows(principal, spec.access)) {
-            return yield* new Forbidden({ message: forbiddenMessage(principal, spec.access) })
-          }
+    const handler = spec.handle !== undefined ? Effect.fnUntraced(spec.handle) : spec.handler
+    // One generator function per route, not one per request: V8 gives each generator closure
+    // its own map in old space, which holds what the closure captured (the request) until a
+    // full GC; a closure made per request made every request survive its scavenges.
+    const program = Effect.fnUntraced(function*(c: Context) {
+      let principal: Principal | undefined
+      if (spec.access !== "public") {
+        const auth = yield* Auth
+        principal = yield* auth.authenticate(credentialOf(c))
+        notePrincipal(c, principal)
+        if (!allows(principal, spec.access)) {
+          return yield* new Forbidden({ message: forbiddenMessage(principal, spec.access) })
         }
-        const params = yield* validate(spec.params, yield* policy(c.req.param(), "path"), "path")
-        const query = yield* validate(spec.query, yield* policy(c.req.query(), "query"), "query")
-        const body = needsBody ? yield* validate(spec.body, yield* readBody(c, spec.bodyLimit), "body") : undefined
-        return yield* spec.handler({
-          principal: principal as Input<unknown, unknown, unknown, A>["principal"],
-          params: params as z.output<P>,
-          query: query as z.output<Q>,
-          body: body as z.output<B>,
-          c
-        })
+      }
+      const params = yield* validate(spec.params, yield* policy(c.req.param(), "path"), "path")
+      const query = yield* validate(spec.query, yield* policy(c.req.query(), "query"), "query")
+      const body = needsBody ? yield* validate(spec.body, yield* readBody(c, spec.bodyLimit), "body") : undefined
+      return yield* handler({
+        principal: principal as Input<unknown, unknown, unknown, A>["principal"],
+        params: params as z.output<P>,
+        query: query as z.output<Q>,
+        body: body as z.output<B>,
+        c
       })
+    })
 
     this.app.on(spec.method.toUpperCase(), [spec.path, ...(spec.aliases ?? [])], async (c) => {
       const exit = await run(program(c))

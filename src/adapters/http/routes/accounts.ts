@@ -44,38 +44,37 @@ export const accountRoutes = (api: Api): void => {
     summary: "Who the credential belongs to",
     access: "any",
     response: whoamiSchema,
-    handler: ({ principal }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const organisation = { id: principal.organisationId, name: yield* organisationName(sql, principal.organisationId) }
-        switch (principal.kind) {
-          case "device":
-            return { id: principal.id, kind: "device", scope: "device", organisation, device: { id: principal.id } }
-          case "app":
-            return {
+    handle: function*({ principal }) {
+      const sql = yield* Sql
+      const organisation = { id: principal.organisationId, name: yield* organisationName(sql, principal.organisationId) }
+      switch (principal.kind) {
+        case "device":
+          return { id: principal.id, kind: "device", scope: "device", organisation, device: { id: principal.id } }
+        case "app":
+          return {
+            id: principal.id,
+            kind: "app",
+            scope: principal.readOnly ? "read" : "application",
+            organisation,
+            apiKey: { id: principal.id, readOnly: principal.readOnly }
+          }
+        case "management":
+          return { id: principal.id, kind: "management", scope: "management", organisation }
+        case "user":
+          return {
+            id: principal.id,
+            kind: "user",
+            scope: principal.scope,
+            organisation,
+            user: {
               id: principal.id,
-              kind: "app",
-              scope: principal.readOnly ? "read" : "application",
-              organisation,
-              apiKey: { id: principal.id, readOnly: principal.readOnly }
+              organisationUserId: principal.organisationUserId,
+              emailAddress: principal.emailAddress,
+              isAdmin: principal.isAdmin
             }
-          case "management":
-            return { id: principal.id, kind: "management", scope: "management", organisation }
-          case "user":
-            return {
-              id: principal.id,
-              kind: "user",
-              scope: principal.scope,
-              organisation,
-              user: {
-                id: principal.id,
-                organisationUserId: principal.organisationUserId,
-                emailAddress: principal.emailAddress,
-                isAdmin: principal.isAdmin
-              }
-            }
-        }
-      })
+          }
+      }
+    }
   })
 
   api.route({
@@ -118,20 +117,19 @@ export const accountRoutes = (api: Api): void => {
     access: "admin",
     query: z.object(listParams(Object.keys(apiKeyOrder), "createdAt")),
     response: z.object({ apiKeys: z.array(apiKeySchema), count: z.number().int() }),
-    handler: ({ principal, query }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const page = yield* listRows(sql, {
-          select: "k.*",
-          from: "api_keys k",
-          base: "api_keys k",
-          alias: "k",
-          where: ["k.organisation_id = $1"],
-          params: [principal.organisationId],
-          timeColumn: "k.created_at"
-        }, { ...query, orderBy: apiKeyOrder[query.order as keyof typeof apiKeyOrder] })
-        return listReply({ items: page.items.map(toApiKey), total: page.total }, "apiKeys")
-      })
+    handle: function*({ principal, query }) {
+      const sql = yield* Sql
+      const page = yield* listRows(sql, {
+        select: "k.*",
+        from: "api_keys k",
+        base: "api_keys k",
+        alias: "k",
+        where: ["k.organisation_id = $1"],
+        params: [principal.organisationId],
+        timeColumn: "k.created_at"
+      }, { ...query, orderBy: apiKeyOrder[query.order as keyof typeof apiKeyOrder] })
+      return listReply({ items: page.items.map(toApiKey), total: page.total }, "apiKeys")
+    }
   })
 
   api.route({
@@ -142,12 +140,11 @@ export const accountRoutes = (api: Api): void => {
     access: "admin",
     params: idParams,
     response: deletedSchema,
-    handler: ({ principal, params }) =>
-      Effect.gen(function*() {
-        yield* Sql.use((sql) => deleteApiKey(sql, principal.organisationId, params.id))
-        yield* Auth.use((auth) => auth.forget())
-        return { id: params.id, deleted: true }
-      })
+    handle: function*({ principal, params }) {
+      yield* Sql.use((sql) => deleteApiKey(sql, principal.organisationId, params.id))
+      yield* Auth.use((auth) => auth.forget())
+      return { id: params.id, deleted: true }
+    }
   })
 
   api.route({
@@ -160,33 +157,32 @@ export const accountRoutes = (api: Api): void => {
     access: "public",
     body: tokenBody,
     response: tokenSchema,
-    handler: ({ c, body }) =>
-      Effect.gen(function*() {
-        const appKey = c.req.header("x-app-key")
-        if (appKey === undefined || appKey === "") {
-          return yield* new Unauthorized({ message: "x-app-key: an application key is required" })
-        }
-        const app = yield* Auth.use((auth) => auth.authenticate(appKey))
-        if (app.kind !== "app") return yield* new Unauthorized({ message: "x-app-key: must be an application key (a_sk_…)" })
-        const sql = yield* Sql
-        const grantType = body.grantType ?? "password"
-        if (grantType === "refresh_token") {
-          if (body.refreshToken === undefined) return yield* new InvalidInput({ field: "refreshToken", message: "refreshToken: is required" })
-          return new Reply(yield* refresh(sql, body.refreshToken), 200, DEPRECATED)
-        }
-        if (body.username === undefined) return yield* new InvalidInput({ field: "username", message: "username: is required" })
-        if (body.password === undefined) return yield* new InvalidInput({ field: "password", message: "password: is required" })
-        const guard = yield* SignInGuard
-        const attempt = signInAttempt(c, `user:${body.username}`)
-        yield* guard.admit(attempt)
-        const token = yield* signIn(sql, app.organisationId, {
-          username: body.username,
-          password: body.password,
-          scope: body.scope ?? "user"
-        })
-        yield* guard.succeeded(attempt)
-        return new Reply(token, 200, DEPRECATED)
+    handle: function*({ c, body }) {
+      const appKey = c.req.header("x-app-key")
+      if (appKey === undefined || appKey === "") {
+        return yield* new Unauthorized({ message: "x-app-key: an application key is required" })
+      }
+      const app = yield* Auth.use((auth) => auth.authenticate(appKey))
+      if (app.kind !== "app") return yield* new Unauthorized({ message: "x-app-key: must be an application key (a_sk_…)" })
+      const sql = yield* Sql
+      const grantType = body.grantType ?? "password"
+      if (grantType === "refresh_token") {
+        if (body.refreshToken === undefined) return yield* new InvalidInput({ field: "refreshToken", message: "refreshToken: is required" })
+        return new Reply(yield* refresh(sql, body.refreshToken), 200, DEPRECATED)
+      }
+      if (body.username === undefined) return yield* new InvalidInput({ field: "username", message: "username: is required" })
+      if (body.password === undefined) return yield* new InvalidInput({ field: "password", message: "password: is required" })
+      const guard = yield* SignInGuard
+      const attempt = signInAttempt(c, `user:${body.username}`)
+      yield* guard.admit(attempt)
+      const token = yield* signIn(sql, app.organisationId, {
+        username: body.username,
+        password: body.password,
+        scope: body.scope ?? "user"
       })
+      yield* guard.succeeded(attempt)
+      return new Reply(token, 200, DEPRECATED)
+    }
   })
 
   api.route({
@@ -200,17 +196,16 @@ export const accountRoutes = (api: Api): void => {
     access: "public",
     body: signInBody,
     response: tokenSchema,
-    handler: ({ c, body }) =>
-      Effect.gen(function*() {
-        const guard = yield* SignInGuard
-        const attempt = signInAttempt(c, `user:${body.emailAddress}`)
-        yield* guard.admit(attempt)
-        const token = yield* Sql.use((sql) =>
-          signIn(sql, body.organisationId, { username: body.emailAddress, password: body.password, scope: "user" })
-        )
-        yield* guard.succeeded(attempt)
-        return token
-      })
+    handle: function*({ c, body }) {
+      const guard = yield* SignInGuard
+      const attempt = signInAttempt(c, `user:${body.emailAddress}`)
+      yield* guard.admit(attempt)
+      const token = yield* Sql.use((sql) =>
+        signIn(sql, body.organisationId, { username: body.emailAddress, password: body.password, scope: "user" })
+      )
+      yield* guard.succeeded(attempt)
+      return token
+    }
   })
 
   api.route({
@@ -223,11 +218,10 @@ export const accountRoutes = (api: Api): void => {
     access: "public",
     body: revokeBody,
     response: z.object({ revoked: z.boolean() }),
-    handler: ({ body }) =>
-      Effect.gen(function*() {
-        const revoked = yield* Sql.use((sql) => revokeToken(sql, body.token))
-        yield* Auth.use((auth) => auth.forget())
-        return new Reply({ revoked }, 200, DEPRECATED)
-      })
+    handle: function*({ body }) {
+      const revoked = yield* Sql.use((sql) => revokeToken(sql, body.token))
+      yield* Auth.use((auth) => auth.forget())
+      return new Reply({ revoked }, 200, DEPRECATED)
+    }
   })
 }

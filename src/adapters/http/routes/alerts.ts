@@ -157,44 +157,43 @@ export const alertRoutes = (api: Api): void => {
       ...listParams(Object.keys(alertQuery.order), "createdAt")
     }),
     response: z.array(alertSchema),
-    handler: ({ principal, query }) =>
-      Effect.gen(function*() {
-        if (query["organisation.id"] !== undefined && query["organisation.id"] !== principal.organisationId) {
-          return listReply({ items: [], total: 0 })
-        }
-        if (query.unresolved === true && query.resolved === true) {
-          return yield* new InvalidInput({ field: "resolved", message: "resolved: cannot be combined with unresolved=true" })
-        }
-        // unresolved=false means resolved, resolved=false means open.
-        const resolved = query.unresolved !== undefined ? !query.unresolved : query.resolved
-        const params: Array<unknown> = [principal.organisationId]
-        const where = ["a.organisation_id = $1"]
-        if (resolved === true) where.push("a.resolved_at IS NOT NULL")
-        if (resolved === false) where.push("a.resolved_at IS NULL")
-        const equal: Array<readonly [string, string | undefined]> = [
-          ["a.alert_rule_id", query["alertRule.id"]],
-          ["d.product_id", query["product.id"]],
-          ["d.space_id", query["space.id"]],
-          ["a.device_id", query["device.id"]]
-        ]
-        for (const [column, value] of equal) {
-          if (value === undefined) continue
-          params.push(value)
-          where.push(`${column} = $${params.length}`)
-        }
-        const page = yield* Sql.use((sql) =>
-          listRows(sql, {
-            select: alertQuery.select,
-            from: alertQuery.from,
-            base: "alerts a LEFT JOIN devices d ON d.id = a.device_id",
-            alias: "a",
-            where,
-            params,
-            timeColumn: "a.created_at"
-          }, { ...query, orderBy: alertQuery.order[query.order] })
-        )
-        return listReply({ items: page.items.map(alertQuery.map), total: page.total })
-      })
+    handle: function*({ principal, query }) {
+      if (query["organisation.id"] !== undefined && query["organisation.id"] !== principal.organisationId) {
+        return listReply({ items: [], total: 0 })
+      }
+      if (query.unresolved === true && query.resolved === true) {
+        return yield* new InvalidInput({ field: "resolved", message: "resolved: cannot be combined with unresolved=true" })
+      }
+      // unresolved=false means resolved, resolved=false means open.
+      const resolved = query.unresolved !== undefined ? !query.unresolved : query.resolved
+      const params: Array<unknown> = [principal.organisationId]
+      const where = ["a.organisation_id = $1"]
+      if (resolved === true) where.push("a.resolved_at IS NOT NULL")
+      if (resolved === false) where.push("a.resolved_at IS NULL")
+      const equal: Array<readonly [string, string | undefined]> = [
+        ["a.alert_rule_id", query["alertRule.id"]],
+        ["d.product_id", query["product.id"]],
+        ["d.space_id", query["space.id"]],
+        ["a.device_id", query["device.id"]]
+      ]
+      for (const [column, value] of equal) {
+        if (value === undefined) continue
+        params.push(value)
+        where.push(`${column} = $${params.length}`)
+      }
+      const page = yield* Sql.use((sql) =>
+        listRows(sql, {
+          select: alertQuery.select,
+          from: alertQuery.from,
+          base: "alerts a LEFT JOIN devices d ON d.id = a.device_id",
+          alias: "a",
+          where,
+          params,
+          timeColumn: "a.created_at"
+        }, { ...query, orderBy: alertQuery.order[query.order] })
+      )
+      return listReply({ items: page.items.map(alertQuery.map), total: page.total })
+    }
   })
 
   api.route({

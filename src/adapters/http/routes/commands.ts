@@ -68,13 +68,11 @@ export const commandRoutes = (api: Api): void => {
     access: "write",
     body: commandRunInput,
     response: commandRunSchema,
-    handler: ({ principal, body, c }) =>
-      Effect.gen(function*() {
-        const data = isJson(c.req.header("content-type")) ? body.data : yield* formData(body.data)
-        return yield* Ingest.use((ingest) => ingest.runCommand({ principal, protocol: "http", device: body.device, payload: { ...body, data } }))
-      }).pipe(
-        Effect.map((run) => ({ id: run.id, running: true, slug: run.slug, data: run.data, device: run.device, command: run.command, timestamp: run.timestamp }))
-      )
+    handle: function*({ principal, body, c }) {
+      const data = isJson(c.req.header("content-type")) ? body.data : yield* formData(body.data)
+      const run = yield* Ingest.use((ingest) => ingest.runCommand({ principal, protocol: "http", device: body.device, payload: { ...body, data } }))
+      return { id: run.id, running: true, slug: run.slug, data: run.data, device: run.device, command: run.command, timestamp: run.timestamp }
+    }
   })
 
   api.route({
@@ -86,13 +84,12 @@ export const commandRoutes = (api: Api): void => {
     access: "write",
     body: z.object({ name: z.string().min(1).max(200), slug: slugSchema.optional(), device: deviceRefSchema.extend({ id: z.string().min(1).max(200) }) }),
     response: commandSchema,
-    handler: ({ principal, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const slug = body.slug ?? slugify(body.name)
-        const id = yield* insertRow(sql, commandsTable, principal.organisationId, { name: body.name, slug, device: { id: body.device.id } })
-        return yield* getOne(sql, commandQuery, principal.organisationId, id)
-      })
+    handle: function*({ principal, body }) {
+      const sql = yield* Sql
+      const slug = body.slug ?? slugify(body.name)
+      const id = yield* insertRow(sql, commandsTable, principal.organisationId, { name: body.name, slug, device: { id: body.device.id } })
+      return yield* getOne(sql, commandQuery, principal.organisationId, id)
+    }
   })
 
   api.route({
@@ -115,13 +112,12 @@ export const commandRoutes = (api: Api): void => {
     params: idParams,
     body: z.object({ name: z.string().min(1).max(200).optional(), slug: slugSchema.optional() }),
     response: commandSchema,
-    handler: ({ principal, params, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        yield* updateRow(sql, commandsTable, principal.organisationId, params.id, body)
-        if (body.slug !== undefined) yield* Ingest.use((ingest) => ingest.commandsChanged(principal.organisationId))
-        return yield* getOne(sql, commandQuery, principal.organisationId, params.id)
-      })
+    handle: function*({ principal, params, body }) {
+      const sql = yield* Sql
+      yield* updateRow(sql, commandsTable, principal.organisationId, params.id, body)
+      if (body.slug !== undefined) yield* Ingest.use((ingest) => ingest.commandsChanged(principal.organisationId))
+      return yield* getOne(sql, commandQuery, principal.organisationId, params.id)
+    }
   })
 
   api.route({
@@ -150,23 +146,22 @@ export const commandRoutes = (api: Api): void => {
     access: "read",
     query: commandListQuery,
     response: z.object({ commands: z.array(commandSchema), count: z.number().int() }),
-    handler: ({ principal, query: fromQuery, c }) =>
-      Effect.gen(function*() {
-        let query = fromQuery
-        const length = c.req.header("content-length")
-        if ((length !== undefined && length !== "0") || c.req.header("transfer-encoding") !== undefined) {
-          const body = yield* readBody(c)
-          query = yield* validate(commandListQuery, { ...bodyParams(body), ...c.req.query() }, "query")
-        }
-        const deviceId = query["device.id"]
-        if (deviceId !== undefined) yield* deviceOfOrganisation(principal, deviceId)
-        const page = yield* Sql.use((sql) =>
-          listOf(sql, commandQuery, principal.organisationId, [["device_id", deviceId]], {
-            ...query,
-            orderBy: commandQuery.order[query.order]
-          })
-        )
-        return listReply(page, "commands")
-      })
+    handle: function*({ principal, query: fromQuery, c }) {
+      let query = fromQuery
+      const length = c.req.header("content-length")
+      if ((length !== undefined && length !== "0") || c.req.header("transfer-encoding") !== undefined) {
+        const body = yield* readBody(c)
+        query = yield* validate(commandListQuery, { ...bodyParams(body), ...c.req.query() }, "query")
+      }
+      const deviceId = query["device.id"]
+      if (deviceId !== undefined) yield* deviceOfOrganisation(principal, deviceId)
+      const page = yield* Sql.use((sql) =>
+        listOf(sql, commandQuery, principal.organisationId, [["device_id", deviceId]], {
+          ...query,
+          orderBy: commandQuery.order[query.order]
+        })
+      )
+      return listReply(page, "commands")
+    }
   })
 }

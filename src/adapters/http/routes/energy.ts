@@ -113,28 +113,27 @@ export const energyRoutes = (api: Api): void => {
       access: "read",
       query: energyQuery,
       response: envelope(readingSchemas[kind], kind),
-      handler: ({ principal, query }) =>
-        Effect.gen(function*() {
-          const now = yield* Clock.currentTimeMillis
-          const sql = yield* Sql
-          return yield* energyPage(sql, principal.organisationId, {
-            kind,
-            spaceId: query["space.id"],
-            deviceId: query["device.id"],
-            since: query.since,
-            until: query.until,
-            interval: query.interval,
-            timezone: query.timezone,
-            current: query.current,
-            previous: query.previous,
-            breakdown: query.breakdown,
-            source: query.source,
-            flow: query.flow,
-            limit: query.limit,
-            continuationToken: query.continuationToken,
-            rollups: query.rollups ?? true
-          }, now)
-        })
+      handle: function*({ principal, query }) {
+        const now = yield* Clock.currentTimeMillis
+        const sql = yield* Sql
+        return yield* energyPage(sql, principal.organisationId, {
+          kind,
+          spaceId: query["space.id"],
+          deviceId: query["device.id"],
+          since: query.since,
+          until: query.until,
+          interval: query.interval,
+          timezone: query.timezone,
+          current: query.current,
+          previous: query.previous,
+          breakdown: query.breakdown,
+          source: query.source,
+          flow: query.flow,
+          limit: query.limit,
+          continuationToken: query.continuationToken,
+          rollups: query.rollups ?? true
+        }, now)
+      }
     })
 
     api.route({
@@ -148,16 +147,15 @@ export const energyRoutes = (api: Api): void => {
       access: "write",
       rawBody: { schema: z.array(importRow), mediaTypes: ["application/json", "application/x-ndjson"] },
       response: z.object({ imported: z.number().int(), stored: z.number().int(), baselines: z.number().int() }),
-      handler: ({ principal, c }) =>
-        Effect.gen(function*() {
-          const type = (c.req.header("content-type") ?? "").split(";")[0].trim().toLowerCase()
-          if (!isImportMediaType(type)) return yield* new UnsupportedMediaType({ contentType: type || "(none)" })
-          if (Number(c.req.header("content-length") ?? "0") > IMPORT_BODY_LIMIT) return yield* new PayloadTooLarge({ limit: IMPORT_BODY_LIMIT })
-          const text = yield* Effect.promise(() => c.req.text())
-          const rows = parseImportBody(kind, text)
-          if (rows instanceof InvalidInput) return yield* rows
-          return yield* Sql.use((sql) => importReadings(sql, principal.organisationId, rows))
-        })
+      handle: function*({ principal, c }) {
+        const type = (c.req.header("content-type") ?? "").split(";")[0].trim().toLowerCase()
+        if (!isImportMediaType(type)) return yield* new UnsupportedMediaType({ contentType: type || "(none)" })
+        if (Number(c.req.header("content-length") ?? "0") > IMPORT_BODY_LIMIT) return yield* new PayloadTooLarge({ limit: IMPORT_BODY_LIMIT })
+        const text = yield* Effect.promise(() => c.req.text())
+        const rows = parseImportBody(kind, text)
+        if (rows instanceof InvalidInput) return yield* rows
+        return yield* Sql.use((sql) => importReadings(sql, principal.organisationId, rows))
+      }
     })
   }
 }

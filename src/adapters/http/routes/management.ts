@@ -49,20 +49,19 @@ export const managementRoutes = (api: Api): void => {
     access: "admin",
     body: z.object({ name: z.string().min(1).max(200) }),
     response: managementClientSchema.extend({ clientSecret: z.string() }),
-    handler: ({ principal, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const now = Date.now()
-        const id = newId("mcl", now)
-        const clientId = `mc_${randomBytes(12).toString("hex")}`
-        const clientSecret = newSecret("m_cs")
-        yield* sql.query(
-          `INSERT INTO management_clients (id, organisation_id, name, client_id, secret_hash, created_at, updated_at)
-           VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-          [id, principal.organisationId, body.name, clientId, hashSecret(clientSecret), now]
-        )
-        return { id, name: body.name, clientId, clientSecret, createdAt: now }
-      })
+    handle: function*({ principal, body }) {
+      const sql = yield* Sql
+      const now = Date.now()
+      const id = newId("mcl", now)
+      const clientId = `mc_${randomBytes(12).toString("hex")}`
+      const clientSecret = newSecret("m_cs")
+      yield* sql.query(
+        `INSERT INTO management_clients (id, organisation_id, name, client_id, secret_hash, created_at, updated_at)
+         VALUES ($1, $2, $3, $4, $5, $6, $6)`,
+        [id, principal.organisationId, body.name, clientId, hashSecret(clientSecret), now]
+      )
+      return { id, name: body.name, clientId, clientSecret, createdAt: now }
+    }
   })
 
   api.route({
@@ -94,15 +93,14 @@ export const managementRoutes = (api: Api): void => {
     access: "admin",
     params: idParams,
     response: z.object({ id: z.string(), deleted: z.literal(true) }),
-    handler: ({ principal, params }) =>
-      Effect.gen(function*() {
-        const rows = yield* Sql.use((sql) =>
-          sql.query("DELETE FROM management_clients WHERE id = $1 AND organisation_id = $2 RETURNING id", [params.id, principal.organisationId])
-        )
-        if (rows.length === 0) return yield* new NotFound({ resource: "management client", id: params.id })
-        yield* forget
-        return { id: params.id, deleted: true }
-      })
+    handle: function*({ principal, params }) {
+      const rows = yield* Sql.use((sql) =>
+        sql.query("DELETE FROM management_clients WHERE id = $1 AND organisation_id = $2 RETURNING id", [params.id, principal.organisationId])
+      )
+      if (rows.length === 0) return yield* new NotFound({ resource: "management client", id: params.id })
+      yield* forget
+      return { id: params.id, deleted: true }
+    }
   })
 
   api.route({
@@ -114,58 +112,57 @@ export const managementRoutes = (api: Api): void => {
       "Errors follow RFC 6749 §5.2 (`{\"error\", \"error_description\"}`), which OAuth clients expect.",
     access: "public",
     response: z.object({ access_token: z.string(), token_type: z.literal("bearer"), expires_in: z.number().int() }),
-    handler: ({ c }) =>
-      Effect.gen(function*() {
-        const raw = yield* readBody(c).pipe(Effect.catch(() => Effect.succeed({})))
-        const body = Predicate.isObject(raw) ? (raw as Record<string, unknown>) : {}
-        let clientId = typeof body.client_id === "string" ? body.client_id : undefined
-        let clientSecret = typeof body.client_secret === "string" ? body.client_secret : undefined
-        const basic = /^Basic\s+(.+)$/i.exec(c.req.header("authorization") ?? "")
-        if (basic) {
-          const decoded = Buffer.from(basic[1], "base64").toString("utf8")
-          const colon = decoded.indexOf(":")
-          if (colon > 0) {
-            clientId = percentDecoded(decoded.slice(0, colon))
-            clientSecret = percentDecoded(decoded.slice(colon + 1))
-          }
+    handle: function*({ c }) {
+      const raw = yield* readBody(c).pipe(Effect.catch(() => Effect.succeed({})))
+      const body = Predicate.isObject(raw) ? (raw as Record<string, unknown>) : {}
+      let clientId = typeof body.client_id === "string" ? body.client_id : undefined
+      let clientSecret = typeof body.client_secret === "string" ? body.client_secret : undefined
+      const basic = /^Basic\s+(.+)$/i.exec(c.req.header("authorization") ?? "")
+      if (basic) {
+        const decoded = Buffer.from(basic[1], "base64").toString("utf8")
+        const colon = decoded.indexOf(":")
+        if (colon > 0) {
+          clientId = percentDecoded(decoded.slice(0, colon))
+          clientSecret = percentDecoded(decoded.slice(colon + 1))
         }
-        if (body.grant_type !== "client_credentials") {
-          return oauthError(c, 400, "unsupported_grant_type", "grant_type must be client_credentials")
-        }
-        if (clientId === undefined || clientSecret === undefined) {
-          return oauthError(c, 400, "invalid_request", "client_id and client_secret are required (body or HTTP Basic)")
-        }
-        // No client id or secret holds NUL, and Postgres text cannot: refused before the store sees it.
-        if (clientId.includes("\u0000") || clientSecret.includes("\u0000")) {
-          return oauthError(c, 400, "invalid_request", "client_id and client_secret must not contain NUL")
-        }
-        const guard = yield* SignInGuard
-        const attempt = signInAttempt(c, `client:${clientId}`)
-        const refused = yield* guard.admit(attempt).pipe(
-          Effect.as(undefined),
-          Effect.catchTag("RateLimited", (e) => Effect.succeed(e))
-        )
-        if (refused !== undefined) {
-          return oauthError(c, 429, "slow_down", "too many failed attempts for this client from this address; try again later", {
-            "Retry-After": String(refused.retryAfterSeconds)
-          })
-        }
-        const sql = yield* Sql
-        const [client] = yield* sql.query<{ id: string; organisation_id: string; secret_hash: string }>(
-          "SELECT id, organisation_id, secret_hash FROM management_clients WHERE client_id = $1",
-          [clientId]
-        )
-        if (client === undefined || !constantTimeEqual(client.secret_hash, hashSecret(clientSecret))) {
-          return oauthError(c, 401, "invalid_client", "unknown client or wrong secret", { "WWW-Authenticate": "Basic" })
-        }
-        yield* guard.succeeded(attempt)
-        const now = Date.now()
-        const token = newSecret("m_at")
-        yield* sql.query(
-          "INSERT INTO management_tokens (id, token_hash, client_id, organisation_id, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
-          [newId("tok", now), hashSecret(token), client.id, client.organisation_id, now + MANAGEMENT_TOKEN_TTL_S * 1000, now]
-        )
-        return new Reply({ access_token: token, token_type: "bearer", expires_in: MANAGEMENT_TOKEN_TTL_S }, 200, { "Cache-Control": "no-store" })
-      })
+      }
+      if (body.grant_type !== "client_credentials") {
+        return oauthError(c, 400, "unsupported_grant_type", "grant_type must be client_credentials")
+      }
+      if (clientId === undefined || clientSecret === undefined) {
+        return oauthError(c, 400, "invalid_request", "client_id and client_secret are required (body or HTTP Basic)")
+      }
+      // No client id or secret holds NUL, and Postgres text cannot: refused before the store sees it.
+      if (clientId.includes("\u0000") || clientSecret.includes("\u0000")) {
+        return oauthError(c, 400, "invalid_request", "client_id and client_secret must not contain NUL")
+      }
+      const guard = yield* SignInGuard
+      const attempt = signInAttempt(c, `client:${clientId}`)
+      const refused = yield* guard.admit(attempt).pipe(
+        Effect.as(undefined),
+        Effect.catchTag("RateLimited", (e) => Effect.succeed(e))
+      )
+      if (refused !== undefined) {
+        return oauthError(c, 429, "slow_down", "too many failed attempts for this client from this address; try again later", {
+          "Retry-After": String(refused.retryAfterSeconds)
+        })
+      }
+      const sql = yield* Sql
+      const [client] = yield* sql.query<{ id: string; organisation_id: string; secret_hash: string }>(
+        "SELECT id, organisation_id, secret_hash FROM management_clients WHERE client_id = $1",
+        [clientId]
+      )
+      if (client === undefined || !constantTimeEqual(client.secret_hash, hashSecret(clientSecret))) {
+        return oauthError(c, 401, "invalid_client", "unknown client or wrong secret", { "WWW-Authenticate": "Basic" })
+      }
+      yield* guard.succeeded(attempt)
+      const now = Date.now()
+      const token = newSecret("m_at")
+      yield* sql.query(
+        "INSERT INTO management_tokens (id, token_hash, client_id, organisation_id, expires_at, created_at) VALUES ($1, $2, $3, $4, $5, $6)",
+        [newId("tok", now), hashSecret(token), client.id, client.organisation_id, now + MANAGEMENT_TOKEN_TTL_S * 1000, now]
+      )
+      return new Reply({ access_token: token, token_type: "bearer", expires_in: MANAGEMENT_TOKEN_TTL_S }, 200, { "Cache-Control": "no-store" })
+    }
   })
 }

@@ -83,19 +83,18 @@ export const registryRoutes = (api: Api): void => {
     access: "write",
     params: idParams,
     response: z.object({ id: z.string(), secretKey: z.string() }),
-    handler: ({ principal, params }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const secretKey = newSecret("d_sk")
-        const rows = yield* sql.query(
-          "UPDATE devices SET secret_hash = $3, updated_at = $4 WHERE id = $1 AND organisation_id = $2 RETURNING id",
-          [params.id, principal.organisationId, hashSecret(secretKey), Date.now()]
-        )
-        if (rows.length === 0) return yield* new NotFound({ resource: "device", id: params.id })
-        yield* forgetCredentials
-        yield* devicesChanged(principal.organisationId)
-        return { id: params.id, secretKey }
-      })
+    handle: function*({ principal, params }) {
+      const sql = yield* Sql
+      const secretKey = newSecret("d_sk")
+      const rows = yield* sql.query(
+        "UPDATE devices SET secret_hash = $3, updated_at = $4 WHERE id = $1 AND organisation_id = $2 RETURNING id",
+        [params.id, principal.organisationId, hashSecret(secretKey), Date.now()]
+      )
+      if (rows.length === 0) return yield* new NotFound({ resource: "device", id: params.id })
+      yield* forgetCredentials
+      yield* devicesChanged(principal.organisationId)
+      return { id: params.id, secretKey }
+    }
   })
 
   registerResource(api, {
@@ -117,16 +116,15 @@ export const registryRoutes = (api: Api): void => {
     search: { columns: ["name", "custom_id"], description: "devices whose name or customId contains this text, in any case" },
     create: {
       response: deviceWithSecretSchema,
-      handler: (organisationId, body) =>
-        Effect.gen(function*() {
-          const sql = yield* Sql
-          const secretKey = newSecret("d_sk")
-          const id = yield* insertRow(sql, devicesTable, organisationId, body, { secret_hash: hashSecret(secretKey) })
-          // One device more: the organisation's cached pages of devices go.
-          yield* devicesChanged(organisationId)
-          const [device] = yield* withLive([yield* getOne(sql, deviceQuery, organisationId, id)])
-          return { ...device, secretKey }
-        })
+      handler: Effect.fnUntraced(function*(organisationId: string, body: Record<string, unknown>) {
+        const sql = yield* Sql
+        const secretKey = newSecret("d_sk")
+        const id = yield* insertRow(sql, devicesTable, organisationId, body, { secret_hash: hashSecret(secretKey) })
+        // One device more: the organisation's cached pages of devices go.
+        yield* devicesChanged(organisationId)
+        const [device] = yield* withLive([yield* getOne(sql, deviceQuery, organisationId, id)])
+        return { ...device, secretKey }
+      })
     },
     readOne: readDevice,
     renderList: (page) =>

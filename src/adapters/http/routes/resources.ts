@@ -84,6 +84,12 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     ...(spec.search === undefined ? {} : { search: z.string().max(200).optional().openapi({ description: spec.search.description }) })
   })
 
+  const createRow = Effect.fnUntraced(function*(organisationId: string, body: Record<string, unknown>) {
+    const sql = yield* Sql
+    const id = yield* insertRow(sql, spec.table, organisationId, body)
+    return yield* present(yield* getOne(sql, spec.query, organisationId, id))
+  })
+
   api.route({
     method: "post",
     path: spec.path,
@@ -93,11 +99,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     body: spec.createBody,
     response: spec.create?.response ?? spec.schema,
     handler: ({ principal, body }) =>
-      (spec.create !== undefined ? spec.create.handler(principal.organisationId, body) : Effect.gen(function*() {
-        const sql = yield* Sql
-        const id = yield* insertRow(sql, spec.table, principal.organisationId, body)
-        return yield* present(yield* getOne(sql, spec.query, principal.organisationId, id))
-      })).pipe(
+      (spec.create !== undefined ? spec.create.handler(principal.organisationId, body) : createRow(principal.organisationId, body)).pipe(
         // No space is reseeded: a new row changes no space's counts (a new device is neither online
         // nor offline, and joins its space with its first change; a new space seeds when first
         // read). Reseeding the device's space read every device of it again, per create: 10,000
@@ -130,16 +132,15 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     params: idParams,
     body: spec.updateBody,
     response: spec.schema,
-    handler: ({ principal, params, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const before = yield* spacesOf(principal.organisationId, params.id)
-        yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
-        yield* devicesChanged(principal.organisationId)
-        yield* reseedSpaces([...before, ...yield* spacesOf(principal.organisationId, params.id)])
-        if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
-        return yield* present(yield* getOne(sql, spec.query, principal.organisationId, params.id))
-      })
+    handle: function*({ principal, params, body }) {
+      const sql = yield* Sql
+      const before = yield* spacesOf(principal.organisationId, params.id)
+      yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
+      yield* devicesChanged(principal.organisationId)
+      yield* reseedSpaces([...before, ...yield* spacesOf(principal.organisationId, params.id)])
+      if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
+      return yield* present(yield* getOne(sql, spec.query, principal.organisationId, params.id))
+    }
   })
 
   api.route({
@@ -150,17 +151,16 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     access: "write",
     params: idParams,
     response: deletedSchema,
-    handler: ({ principal, params }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const before = yield* spacesOf(principal.organisationId, params.id)
-        yield* deleteRow(sql, spec.table, principal.organisationId, params.id)
-        yield* devicesChanged(principal.organisationId)
-        yield* reseedSpaces(before)
-        if (spec.afterDelete !== undefined) yield* spec.afterDelete
-        if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
-        return { id: params.id, deleted: true }
-      })
+    handle: function*({ principal, params }) {
+      const sql = yield* Sql
+      const before = yield* spacesOf(principal.organisationId, params.id)
+      yield* deleteRow(sql, spec.table, principal.organisationId, params.id)
+      yield* devicesChanged(principal.organisationId)
+      yield* reseedSpaces(before)
+      if (spec.afterDelete !== undefined) yield* spec.afterDelete
+      if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
+      return { id: params.id, deleted: true }
+    }
   })
 
   api.route({
@@ -173,24 +173,23 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     response: spec.plural === undefined
       ? z.array(spec.schema)
       : z.object({ [spec.plural]: z.array(spec.schema), count: z.number().int() }),
-    handler: ({ principal, query }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const q = query as Record<string, unknown> & z.output<z.ZodObject<ReturnType<typeof listParams>>>
-        if (q["organisation.id"] !== undefined && q["organisation.id"] !== principal.organisationId) {
-          return listReply({ items: [], total: 0 }, spec.plural)
-        }
-        const organisationId = principal.organisationId
-        const filterValues = Object.entries(filters).map(([param, column]) => [column, q[param]] as const)
-        const list: ListParams = { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until }
-        const search = spec.search === undefined ? undefined : { columns: spec.search.columns, text: typeof q.search === "string" ? q.search : undefined }
-        const load = listOf(sql, spec.query, organisationId, filterValues, list, search)
-        const page = spec.cachedList === undefined
-          ? yield* load
-          : yield* spec.cachedList(organisationId, JSON.stringify([organisationId, filterValues, list, search?.text ?? null]), q.order, load)
-        if (spec.renderList !== undefined) return yield* spec.renderList(page)
-        const items = spec.present === undefined ? page.items : yield* spec.present(page.items)
-        return listReply({ items, total: page.total }, spec.plural)
-      })
+    handle: function*({ principal, query }) {
+      const sql = yield* Sql
+      const q = query as Record<string, unknown> & z.output<z.ZodObject<ReturnType<typeof listParams>>>
+      if (q["organisation.id"] !== undefined && q["organisation.id"] !== principal.organisationId) {
+        return listReply({ items: [], total: 0 }, spec.plural)
+      }
+      const organisationId = principal.organisationId
+      const filterValues = Object.entries(filters).map(([param, column]) => [column, q[param]] as const)
+      const list: ListParams = { limit: q.limit, page: q.page, sort: q.sort, orderBy: spec.query.order[q.order], since: q.since, until: q.until }
+      const search = spec.search === undefined ? undefined : { columns: spec.search.columns, text: typeof q.search === "string" ? q.search : undefined }
+      const load = listOf(sql, spec.query, organisationId, filterValues, list, search)
+      const page = spec.cachedList === undefined
+        ? yield* load
+        : yield* spec.cachedList(organisationId, JSON.stringify([organisationId, filterValues, list, search?.text ?? null]), q.order, load)
+      if (spec.renderList !== undefined) return yield* spec.renderList(page)
+      const items = spec.present === undefined ? page.items : yield* spec.present(page.items)
+      return listReply({ items, total: page.total }, spec.plural)
+    }
   })
 }

@@ -40,56 +40,55 @@ export const streamRoutes = (api: Api, feed: LiveFeed | undefined): void => {
     query: z.object({ "device.id": z.string().min(1).max(200).optional() }),
     response: z.string().openapi({ description: "server-sent events: `event:` the kind, `data:` its JSON" }),
     responseType: "text/event-stream",
-    handler: ({ principal, query, c }) =>
-      Effect.gen(function*() {
-        if (feed === undefined) return yield* new Unavailable({ retryAfterSeconds: 60, message: "the live stream needs the bus, which this server runs without" })
-        const context = yield* Effect.context<Auth>()
-        const credential = credentialOf(c)
-        const deviceId = query["device.id"]
-        let stop = () => {}
-        const body = new ReadableStream<Uint8Array>({
-          start: (controller) => {
-            const close = () => {
-              stop()
-              try {
-                controller.close()
-              } catch {
-                // Already closed by the client going away.
-              }
+    handle: function*({ principal, query, c }) {
+      if (feed === undefined) return yield* new Unavailable({ retryAfterSeconds: 60, message: "the live stream needs the bus, which this server runs without" })
+      const context = yield* Effect.context<Auth>()
+      const credential = credentialOf(c)
+      const deviceId = query["device.id"]
+      let stop = () => {}
+      const body = new ReadableStream<Uint8Array>({
+        start: (controller) => {
+          const close = () => {
+            stop()
+            try {
+              controller.close()
+            } catch {
+              // Already closed by the client going away.
             }
-            const unsubscribe = feed.subscribe((delivery) => {
-              if (delivery.organisationId !== principal.organisationId) return
-              if (deviceId !== undefined && delivery.deviceId !== deviceId) return
-              const kind = deliveryKind(delivery.topic)
-              if (kind === undefined) return
-              if ((controller.desiredSize ?? 0) < -MAX_QUEUED_FRAMES) {
-                controller.enqueue(frame("overflow", JSON.stringify({ message: "this stream fell too far behind; open it again" })))
-                return close()
-              }
-              controller.enqueue(frame(kind, `{"topic":${JSON.stringify(delivery.topic)},"deviceId":${JSON.stringify(delivery.deviceId)},"resource":${delivery.payload}}`))
-            })
-            const heartbeat = setInterval(async () => {
-              const exit = await Effect.runPromiseExitWith(context)(Auth.use((auth) => auth.authenticate(credential)))
-              if (Exit.isFailure(exit)) {
-                controller.enqueue(frame("expired", JSON.stringify({ message: "the credential is no longer valid; sign in again" })))
-                return close()
-              }
-              controller.enqueue(encoder.encode(": heartbeat\n\n"))
-            }, HEARTBEAT_MS)
-            stop = () => {
-              clearInterval(heartbeat)
-              unsubscribe()
+          }
+          const unsubscribe = feed.subscribe((delivery) => {
+            if (delivery.organisationId !== principal.organisationId) return
+            if (deviceId !== undefined && delivery.deviceId !== deviceId) return
+            const kind = deliveryKind(delivery.topic)
+            if (kind === undefined) return
+            if ((controller.desiredSize ?? 0) < -MAX_QUEUED_FRAMES) {
+              controller.enqueue(frame("overflow", JSON.stringify({ message: "this stream fell too far behind; open it again" })))
+              return close()
             }
-            c.req.raw.signal.addEventListener("abort", close)
-            // Sent at once so the client knows the stream is open before anything happens.
-            controller.enqueue(frame("ready", JSON.stringify({ organisationId: principal.organisationId, deviceId: deviceId ?? null })))
-          },
-          cancel: () => stop()
-        })
-        return new Response(body, {
-          status: 200,
-          headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" }
-        })
+            controller.enqueue(frame(kind, `{"topic":${JSON.stringify(delivery.topic)},"deviceId":${JSON.stringify(delivery.deviceId)},"resource":${delivery.payload}}`))
+          })
+          const heartbeat = setInterval(async () => {
+            const exit = await Effect.runPromiseExitWith(context)(Auth.use((auth) => auth.authenticate(credential)))
+            if (Exit.isFailure(exit)) {
+              controller.enqueue(frame("expired", JSON.stringify({ message: "the credential is no longer valid; sign in again" })))
+              return close()
+            }
+            controller.enqueue(encoder.encode(": heartbeat\n\n"))
+          }, HEARTBEAT_MS)
+          stop = () => {
+            clearInterval(heartbeat)
+            unsubscribe()
+          }
+          c.req.raw.signal.addEventListener("abort", close)
+          // Sent at once so the client knows the stream is open before anything happens.
+          controller.enqueue(frame("ready", JSON.stringify({ organisationId: principal.organisationId, deviceId: deviceId ?? null })))
+        },
+        cancel: () => stop()
       })
+      return new Response(body, {
+        status: 200,
+        headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache, no-transform", "x-accel-buffering": "no" }
+      })
+    }
   })
 }

@@ -102,24 +102,23 @@ export const trafficRoutes = (api: Api): void => {
     bodyLimit: MAX_EVENT_FILE_BYTES + 64 * 1024,
     body: eventInput.extend({ file: z.unknown().optional().openapi({ type: "string", format: "binary" }) }),
     response: eventSchema,
-    handler: ({ principal, body, c }) =>
-      Effect.gen(function*() {
-        let file: EventFile | undefined
-        if (body.file !== undefined) {
-          if (!(body.file instanceof File)) return yield* new InvalidInput({ field: "file", message: "file: must be a multipart file part" })
-          if (body.file.size > MAX_EVENT_FILE_BYTES) return yield* new PayloadTooLarge({ limit: MAX_EVENT_FILE_BYTES })
-          const part = body.file
-          file = {
-            filename: part.name || null,
-            contentType: part.type || "application/octet-stream",
-            bytes: new Uint8Array(yield* Effect.promise(() => part.arrayBuffer()))
-          }
+    handle: function*({ principal, body, c }) {
+      let file: EventFile | undefined
+      if (body.file !== undefined) {
+        if (!(body.file instanceof File)) return yield* new InvalidInput({ field: "file", message: "file: must be a multipart file part" })
+        if (body.file.size > MAX_EVENT_FILE_BYTES) return yield* new PayloadTooLarge({ limit: MAX_EVENT_FILE_BYTES })
+        const part = body.file
+        file = {
+          filename: part.name || null,
+          contentType: part.type || "application/octet-stream",
+          bytes: new Uint8Array(yield* Effect.promise(() => part.arrayBuffer()))
         }
-        const data = isJson(c.req.header("content-type")) ? body.data : yield* formData(body.data)
-        return yield* Ingest.use((ingest) =>
-          ingest.event({ principal, protocol: "http", device: body.device, payload: { ...body, data, file } })
-        )
-      })
+      }
+      const data = isJson(c.req.header("content-type")) ? body.data : yield* formData(body.data)
+      return yield* Ingest.use((ingest) =>
+        ingest.event({ principal, protocol: "http", device: body.device, payload: { ...body, data, file } })
+      )
+    }
   })
 
   api.route({
@@ -144,22 +143,21 @@ export const trafficRoutes = (api: Api): void => {
     access: "any",
     params: idParams,
     response: z.string().openapi({ format: "binary" }),
-    handler: ({ principal, params, c }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const event = yield* getOne(sql, eventQuery, principal.organisationId, params.id).pipe(
-          Effect.flatMap(ownedByCaller(principal, "event"))
-        )
-        const [row] = yield* sql.query<{ bytes: Uint8Array; content_type: string; filename: string | null }>(
-          "SELECT bytes, content_type, filename FROM event_files WHERE event_id = $1",
-          [event.id]
-        )
-        if (row === undefined) return yield* new NotFound({ resource: "file of event", id: params.id })
-        return c.body(new Uint8Array(row.bytes), 200, {
-          "content-type": row.content_type,
-          ...(row.filename ? { "content-disposition": `attachment; filename="${row.filename.replace(/["\\\r\n]/g, "_")}"` } : {})
-        })
+    handle: function*({ principal, params, c }) {
+      const sql = yield* Sql
+      const event = yield* getOne(sql, eventQuery, principal.organisationId, params.id).pipe(
+        Effect.flatMap(ownedByCaller(principal, "event"))
+      )
+      const [row] = yield* sql.query<{ bytes: Uint8Array; content_type: string; filename: string | null }>(
+        "SELECT bytes, content_type, filename FROM event_files WHERE event_id = $1",
+        [event.id]
+      )
+      if (row === undefined) return yield* new NotFound({ resource: "file of event", id: params.id })
+      return c.body(new Uint8Array(row.bytes), 200, {
+        "content-type": row.content_type,
+        ...(row.filename ? { "content-disposition": `attachment; filename="${row.filename.replace(/["\\\r\n]/g, "_")}"` } : {})
       })
+    }
   })
 
   api.route({
@@ -174,25 +172,24 @@ export const trafficRoutes = (api: Api): void => {
       ...listParams(Object.keys(eventQuery.order), "timestamp")
     }),
     response: z.object({ events: z.array(eventSchema), count: z.number().int() }),
-    handler: ({ principal, query }) =>
-      Effect.gen(function*() {
-        const { deviceId, check } = yield* historyOf(principal, query["device.id"])
-        const organisationId = principal.organisationId
-        const filters = [["device_id", deviceId], ["name", query.name]] as const
-        const list: ListParams = { ...query, orderBy: eventQuery.order[query.order] }
-        // Cached, with the check that the device is the organisation's (a device of another is
-        // never a page, so it stays 404): a new event of the device (its delivery) drops the
-        // page, and so does the device deleted (its events with it: devices.changed).
-        const page = yield* DeviceReads.use((reads) =>
-          reads.page(
-            organisationId,
-            `events ${JSON.stringify([organisationId, filters, list])}`,
-            { devices: () => [deviceId], anySign: false },
-            Effect.andThen(check, Sql.use((sql) => listOf(sql, eventQuery, organisationId, filters, list)))
-          )
+    handle: function*({ principal, query }) {
+      const { deviceId, check } = yield* historyOf(principal, query["device.id"])
+      const organisationId = principal.organisationId
+      const filters = [["device_id", deviceId], ["name", query.name]] as const
+      const list: ListParams = { ...query, orderBy: eventQuery.order[query.order] }
+      // Cached, with the check that the device is the organisation's (a device of another is
+      // never a page, so it stays 404): a new event of the device (its delivery) drops the
+      // page, and so does the device deleted (its events with it: devices.changed).
+      const page = yield* DeviceReads.use((reads) =>
+        reads.page(
+          organisationId,
+          `events ${JSON.stringify([organisationId, filters, list])}`,
+          { devices: () => [deviceId], anySign: false },
+          Effect.andThen(check, Sql.use((sql) => listOf(sql, eventQuery, organisationId, filters, list)))
         )
-        return new JsonText(eventsText(page), { "X-Total-Count": String(page.total) })
-      })
+      )
+      return new JsonText(eventsText(page), { "X-Total-Count": String(page.total) })
+    }
   })
 
   api.route({
@@ -230,17 +227,16 @@ export const trafficRoutes = (api: Api): void => {
     access: "any",
     query: z.object({ "device.id": z.string().max(200).optional(), ...listParams(Object.keys(locationQuery.order), "timestamp") }),
     response: z.object({ locations: z.array(locationSchema), count: z.number().int() }),
-    handler: ({ principal, query }) =>
-      Effect.gen(function*() {
-        const deviceId = yield* historyDevice(principal, query["device.id"])
-        const page = yield* Sql.use((sql) =>
-          listOf(sql, locationQuery, principal.organisationId, [["device_id", deviceId]], {
-            ...query,
-            orderBy: locationQuery.order[query.order]
-          })
-        )
-        return listReply(page, "locations")
-      })
+    handle: function*({ principal, query }) {
+      const deviceId = yield* historyDevice(principal, query["device.id"])
+      const page = yield* Sql.use((sql) =>
+        listOf(sql, locationQuery, principal.organisationId, [["device_id", deviceId]], {
+          ...query,
+          orderBy: locationQuery.order[query.order]
+        })
+      )
+      return listReply(page, "locations")
+    }
   })
 
 }

@@ -91,20 +91,19 @@ export const userRoutes = (api: Api): void => {
       isAdmin: bool.optional()
     }),
     response: organisationUserSchema,
-    handler: ({ principal, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const id = yield* sql.transaction((tx) =>
-          addOrganisationUser(tx, principal.organisationId, {
-            emailAddress: body.emailAddress,
-            fullName: body.fullName,
-            password: body.password,
-            loginViaSsoOnly: body.loginViaSsoOnly ?? false,
-            isAdmin: body.isAdmin ?? false
-          })
-        )
-        return yield* getOrganisationUser(sql, principal.organisationId, id)
-      })
+    handle: function*({ principal, body }) {
+      const sql = yield* Sql
+      const id = yield* sql.transaction((tx) =>
+        addOrganisationUser(tx, principal.organisationId, {
+          emailAddress: body.emailAddress,
+          fullName: body.fullName,
+          password: body.password,
+          loginViaSsoOnly: body.loginViaSsoOnly ?? false,
+          isAdmin: body.isAdmin ?? false
+        })
+      )
+      return yield* getOrganisationUser(sql, principal.organisationId, id)
+    }
   })
 
   api.route({
@@ -145,13 +144,12 @@ export const userRoutes = (api: Api): void => {
     params: ouParams,
     body: z.object({ isAdmin: bool }),
     response: organisationUserSchema,
-    handler: ({ principal, params, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        yield* sql.transaction((tx) => setAdmin(tx, principal.organisationId, params.organisationUserId, body.isAdmin))
-        yield* forget
-        return yield* getOrganisationUser(sql, principal.organisationId, params.organisationUserId)
-      })
+    handle: function*({ principal, params, body }) {
+      const sql = yield* Sql
+      yield* sql.transaction((tx) => setAdmin(tx, principal.organisationId, params.organisationUserId, body.isAdmin))
+      yield* forget
+      return yield* getOrganisationUser(sql, principal.organisationId, params.organisationUserId)
+    }
   })
 
   api.route({
@@ -163,16 +161,15 @@ export const userRoutes = (api: Api): void => {
     access: "manage",
     params: ouParams,
     response: z.object({ removed: z.literal(true) }),
-    handler: ({ principal, params }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        const spaces = yield* spacesOfRecipient(sql, params.organisationUserId)
-        yield* sql.transaction((tx) => removeOrganisationUser(tx, principal.organisationId, params.organisationUserId))
-        yield* forget
-        // Its alert subscriptions went with it.
-        yield* reseedSpaces(spaces)
-        return { removed: true }
-      })
+    handle: function*({ principal, params }) {
+      const sql = yield* Sql
+      const spaces = yield* spacesOfRecipient(sql, params.organisationUserId)
+      yield* sql.transaction((tx) => removeOrganisationUser(tx, principal.organisationId, params.organisationUserId))
+      yield* forget
+      // Its alert subscriptions went with it.
+      yield* reseedSpaces(spaces)
+      return { removed: true }
+    }
   })
 
   api.route({
@@ -184,15 +181,14 @@ export const userRoutes = (api: Api): void => {
     access: "manage",
     body: z.object({ organisationId: z.string().min(1).max(200), name: z.string().min(1).max(200), isAdmin: bool.optional() }),
     response: teamSchema,
-    handler: ({ principal, body }) =>
-      Effect.gen(function*() {
-        if (body.organisationId !== principal.organisationId) {
-          return yield* new NotFound({ resource: "organisation", id: body.organisationId })
-        }
-        const sql = yield* Sql
-        const id = yield* createTeam(sql, principal.organisationId, { name: body.name, isAdmin: body.isAdmin ?? false })
-        return yield* getTeam(sql, principal.organisationId, id)
-      })
+    handle: function*({ principal, body }) {
+      if (body.organisationId !== principal.organisationId) {
+        return yield* new NotFound({ resource: "organisation", id: body.organisationId })
+      }
+      const sql = yield* Sql
+      const id = yield* createTeam(sql, principal.organisationId, { name: body.name, isAdmin: body.isAdmin ?? false })
+      return yield* getTeam(sql, principal.organisationId, id)
+    }
   })
 
   api.route({
@@ -239,12 +235,11 @@ export const userRoutes = (api: Api): void => {
     params: teamParams,
     body: memberBody,
     response: teamSchema,
-    handler: ({ principal, params, body }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        yield* addTeamMember(sql, principal.organisationId, params.id, body.organisationUserId)
-        return yield* getTeam(sql, principal.organisationId, params.id)
-      })
+    handle: function*({ principal, params, body }) {
+      const sql = yield* Sql
+      yield* addTeamMember(sql, principal.organisationId, params.id, body.organisationUserId)
+      return yield* getTeam(sql, principal.organisationId, params.id)
+    }
   })
 
   api.route({
@@ -284,12 +279,11 @@ export const userRoutes = (api: Api): void => {
     access: "manage",
     params: spaceUserParams,
     response: spaceSchema,
-    handler: ({ principal, params }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        yield* addSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
-        return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
-      })
+    handle: function*({ principal, params }) {
+      const sql = yield* Sql
+      yield* addSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
+      return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
+    }
   })
 
   api.route({
@@ -300,11 +294,10 @@ export const userRoutes = (api: Api): void => {
     access: "manage",
     params: spaceUserParams,
     response: spaceSchema,
-    handler: ({ principal, params }) =>
-      Effect.gen(function*() {
-        const sql = yield* Sql
-        yield* removeSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
-        return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
-      })
+    handle: function*({ principal, params }) {
+      const sql = yield* Sql
+      yield* removeSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
+      return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
+    }
   })
 }
