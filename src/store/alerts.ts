@@ -182,5 +182,34 @@ export const alertQuery: ResourceQuery<AlertJson> = {
   order: { createdAt: "a.created_at", updatedAt: "a.updated_at", id: "a.id", lastSeenAt: "a.last_seen_at", firstSeenAt: "a.first_seen_at" }
 }
 
+/** A text column as a JSON string, or `null`. */
+const jsonOrNull = (column: string) => `coalesce(to_json(${column})::text, 'null')`
+/** An id column as `{"id": …}`, or `null`. */
+const refOrNull = (column: string) => `CASE WHEN ${column} IS NULL THEN 'null' ELSE '{"id":' || to_json(${column})::text || '}' END`
+
+/**
+ * An alert as JSON text built by the store, the same object `toAlert` makes: a list of alerts
+ * reads one text column per row instead of twenty, and sends it on as it is. Parsing the
+ * columns of 50 alerts and stringifying them again took over a third of the server's time in
+ * bench:rest's `GET /alerts?limit=50` (the driver's DataRow 30 %, JSON 9.5 %). Concatenated
+ * text, not `json_build_object`, which cost Postgres 2.3× as much per row (6.7 against 2.9 µs).
+ */
+export const alertJsonText = `'{"id":' || to_json(a.id)::text || ',"state":' || to_json(a.state)::text
+  || ',"note":' || to_json(a.note)::text
+  || ',"event":' || CASE WHEN a.event_name IS NULL THEN 'null' ELSE '{"id":' || ${jsonOrNull("a.event_id")}
+    || ',"name":' || to_json(a.event_name)::text || ',"data":' || coalesce(a.event_data::text, 'null')
+    || ',"timestamp":' || coalesce(a.event_timestamp::text, 'null') || '}' END
+  || ',"device":' || CASE WHEN a.device_id IS NULL THEN 'null' ELSE '{"id":' || to_json(a.device_id)::text
+    || ',"name":' || ${jsonOrNull("d.name")} || ',"customId":' || ${jsonOrNull("d.custom_id")}
+    || ',"space":' || ${refOrNull("d.space_id")} || ',"product":' || ${refOrNull("d.product_id")} || '}' END
+  || ',"gateway":' || ${refOrNull("a.gateway_id")}
+  || ',"alertRule":{"id":' || to_json(a.alert_rule_id)::text || ',"name":' || ${jsonOrNull("r.name")}
+    || ',"type":' || ${jsonOrNull("r.type")} || ',"severity":' || ${jsonOrNull("r.severity")}
+    || ',"autoResolve":' || CASE WHEN r.auto_resolve THEN 'true' ELSE 'false' END || '}'
+  || ',"firstSeenAt":' || a.first_seen_at::text || ',"lastSeenAt":' || a.last_seen_at::text
+  || ',"acknowledgedAt":' || coalesce(a.acknowledged_at::text, 'null') || ',"resolvedAt":' || coalesce(a.resolved_at::text, 'null')
+  || ',"notifications":' || CASE WHEN jsonb_typeof(a.notifications) = 'array' THEN a.notifications::text ELSE '[]' END
+  || ',"createdAt":' || a.created_at::text || ',"updatedAt":' || a.updated_at::text || '}' AS json`
+
 /** Alert rows as `a` (a CTE of written rows), with their rule and device joined: `toAlert` reads them. */
 export const alertJsonOf = `SELECT ${alertQuery.select} FROM a JOIN alert_rules r ON r.id = a.alert_rule_id LEFT JOIN devices d ON d.id = a.device_id`

@@ -167,6 +167,37 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
   })
 
+  it("lists each alert exactly as it reads alone, with its count", async () => {
+    const product = (await call("POST", "/products", { name: "Listed meter" })).body
+    const space = (await call("POST", "/spaces", { name: "Listed" })).body
+    const device = (await call("POST", "/devices", { name: "Listed", customId: "listed-1", space: { id: space.id }, product: { id: product.id } })).body
+    const bare = (await call("POST", "/devices", { name: "Listed bare", space: { id: space.id } })).body
+    const rule = (await call("POST", "/alertRules", {
+      name: "Listed hot",
+      type: "threshold",
+      severity: "medium",
+      space: { id: space.id },
+      config: { eventName: "reading", path: "value", max: 1 }
+    })).body
+    await publish(device, "reading", { value: 2.5, unit: "°C", nested: { list: [1, "two", null], big: 12345678901234 } })
+    await publish(bare, "reading", { value: 3 })
+    const listed = await alertsOnce(`alertRule.id=${rule.id}`, (alerts) => alerts.length === 2, "both alerts")
+    const acknowledged = await call("PUT", `/alerts/${listed[0].id}/resolve`, { acknowledgedAt: Date.now() })
+    expect(acknowledged.status).toBe(200)
+    const res = await call("GET", `/alerts?alertRule.id=${rule.id}&order=createdAt&sort=asc`)
+    expect(res.headers.get("x-total-count")).toBe("2")
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/)
+    expect(res.body).toHaveLength(2)
+    for (const alert of res.body) expect(alert).toEqual((await call("GET", `/alerts/${alert.id}`)).body)
+    const withEvent = res.body.find((a: any) => a.device.id === device.id)
+    expect(withEvent.event.data).toEqual({ value: 2.5, unit: "°C", nested: { list: [1, "two", null], big: 12345678901234 } })
+    expect(withEvent.device).toEqual({ id: device.id, name: "Listed", customId: "listed-1", space: { id: space.id }, product: { id: product.id } })
+    expect(res.body.find((a: any) => a.device.id === bare.id).device.product).toBeNull()
+    expect(withEvent.alertRule).toEqual({ id: rule.id, name: "Listed hot", type: "threshold", severity: "medium", autoResolve: false })
+    expect(res.body.some((a: any) => a.acknowledgedAt !== null)).toBe(true)
+    await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
+  })
+
   it("shows live counts on the space", async () => {
     const space = (await call("POST", "/spaces", { name: "Counted" })).body
     const device = (await call("POST", "/devices", { name: "Counted", space: { id: space.id } })).body
