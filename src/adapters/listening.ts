@@ -30,29 +30,28 @@ export const bindOwn = Effect.fnUntraced(function*<A, E, S>(bind: Effect.Effect<
  * Binds with a stand-in handler that calls the real one once it is opened. `bind` receives
  * the stand-in and resolves to the bound port.
  */
-export const bindGated = <A extends ReadonlyArray<unknown>, R, E, S>(
+export const bindGated = Effect.fnUntraced(function*<A extends ReadonlyArray<unknown>, R, E, S>(
   bind: (handler: (...args: A) => R | Promise<R>) => Effect.Effect<number, E, S | Scope.Scope>
-): Effect.Effect<Bound<(...args: A) => R | Promise<R>>, E, Exclude<S, Scope.Scope> | Scope.Scope> =>
-  Effect.gen(function*() {
-    type Handler = (...args: A) => R | Promise<R>
-    let current: Handler | undefined
-    let opened!: (handler: Handler) => void
-    const ready = new Promise<Handler>((resolve) => (opened = resolve))
-    const { value: port, closeWithScope } = yield* bindOwn(
-      bind((...args) => (current !== undefined ? current(...args) : ready.then((h) => h(...args))))
-    )
-    return {
-      port,
-      open: (handler) =>
-        Effect.andThen(
-          closeWithScope,
-          Effect.sync(() => {
-            current = handler
-            opened(handler)
-          })
-        )
-    }
-  })
+): Effect.fn.Return<Bound<(...args: A) => R | Promise<R>>, E, Exclude<S, Scope.Scope> | Scope.Scope> {
+  type Handler = (...args: A) => R | Promise<R>
+  let current: Handler | undefined
+  let opened!: (handler: Handler) => void
+  const ready = new Promise<Handler>((resolve) => (opened = resolve))
+  const { value: port, closeWithScope } = yield* bindOwn(
+    bind((...args) => (current !== undefined ? current(...args) : ready.then((h) => h(...args))))
+  )
+  return {
+    port,
+    open: (handler) =>
+      Effect.andThen(
+        closeWithScope,
+        Effect.sync(() => {
+          current = handler
+          opened(handler)
+        })
+      )
+  }
+})
 
 /**
  * Fails with every listen failure among `results` in one `ListenersFailed`, so a start reports

@@ -113,36 +113,35 @@ const seriesCaches = new WeakMap<SqlClient, SeriesCache>()
  * in one transaction. Register rows are taken in timestamp order per meter, continuing from
  * the stored baseline.
  */
-export const importReadings = (
+export const importReadings = Effect.fnUntraced(function*(
   sql: SqlClient,
   organisationId: string,
   rows: ReadonlyArray<ImportRow>
-): Effect.Effect<ImportOutcome, InvalidInput | SqlError> =>
-  Effect.gen(function*() {
-    let cache = seriesCaches.get(sql)
-    if (cache === undefined) seriesCaches.set(sql, cache = new SeriesCache())
-    const series = cache
-    const deviceIds = [...new Set(rows.map((r) => r.deviceId))]
-    const outcome = yield* sql.transaction((tx) =>
-      Effect.gen(function*() {
-        const known = yield* tx.query<{ id: string; space_id: string }>(
-          "SELECT id, COALESCE(space_id, '') AS space_id FROM devices WHERE id = ANY($1::text[]) AND organisation_id = $2",
-          [deviceIds, organisationId]
-        )
-        if (known.length < deviceIds.length) {
-          const ids = new Set(known.map((k) => k.id))
-          const index = rows.findIndex((r) => !ids.has(r.deviceId))
-          const field = `rows[${index}].device`
-          return yield* new InvalidInput({ field, message: `${field}: device ${rows[index].deviceId} not found` })
-        }
-        const placement: Placement = { organisationId, spaces: new Map(known.map((k) => [k.id, k.space_id])), cache: series }
-        return yield* writeReadings(
-          tx,
-          rows.map((r) => ({ deviceId: r.deviceId, timestamp: r.timestamp, reading: r.reading, eventId: null })),
-          "timestamp",
-          placement
-        )
-      })
-    )
-    return { imported: rows.length, ...outcome }
-  })
+): Effect.fn.Return<ImportOutcome, InvalidInput | SqlError> {
+  let cache = seriesCaches.get(sql)
+  if (cache === undefined) seriesCaches.set(sql, cache = new SeriesCache())
+  const series = cache
+  const deviceIds = [...new Set(rows.map((r) => r.deviceId))]
+  const outcome = yield* sql.transaction((tx) =>
+    Effect.gen(function*() {
+      const known = yield* tx.query<{ id: string; space_id: string }>(
+        "SELECT id, COALESCE(space_id, '') AS space_id FROM devices WHERE id = ANY($1::text[]) AND organisation_id = $2",
+        [deviceIds, organisationId]
+      )
+      if (known.length < deviceIds.length) {
+        const ids = new Set(known.map((k) => k.id))
+        const index = rows.findIndex((r) => !ids.has(r.deviceId))
+        const field = `rows[${index}].device`
+        return yield* new InvalidInput({ field, message: `${field}: device ${rows[index].deviceId} not found` })
+      }
+      const placement: Placement = { organisationId, spaces: new Map(known.map((k) => [k.id, k.space_id])), cache: series }
+      return yield* writeReadings(
+        tx,
+        rows.map((r) => ({ deviceId: r.deviceId, timestamp: r.timestamp, reading: r.reading, eventId: null })),
+        "timestamp",
+        placement
+      )
+    })
+  )
+  return { imported: rows.length, ...outcome }
+})

@@ -143,94 +143,93 @@ const sums = (
  * fell (README "Energy"); the page after it starts at the next bucket, so pages never
  * repeat or skip one.
  */
-export const energyPage = (
+export const energyPage = Effect.fnUntraced(function*(
   sql: SqlClient,
   organisationId: string,
   request: EnergyRequest,
   now: number
-): Effect.Effect<EnergyPage, InvalidInput | NotFound | SqlError> =>
-  Effect.gen(function*() {
-    let q: Resolved
-    if (request.continuationToken !== undefined) {
-      const decoded = decodeToken(request.continuationToken, request.kind)
-      if (decoded instanceof InvalidInput) return yield* decoded
-      q = decoded
-      yield* scopeOf(sql, organisationId, q.scope)
-    } else {
-      if (request.spaceId !== undefined && request.deviceId !== undefined) {
-        return yield* invalid("device.id", "give space.id or device.id, not both")
-      }
-      if (request.current !== undefined && request.previous !== undefined) {
-        return yield* invalid("previous", "cannot be combined with current")
-      }
-      const scope = requestedScope(request)
-      const resolved = resolve(request, scope, yield* scopeOf(sql, organisationId, scope), now)
-      if (resolved instanceof InvalidInput) return yield* resolved
-      q = resolved
+): Effect.fn.Return<EnergyPage, InvalidInput | NotFound | SqlError> {
+  let q: Resolved
+  if (request.continuationToken !== undefined) {
+    const decoded = decodeToken(request.continuationToken, request.kind)
+    if (decoded instanceof InvalidInput) return yield* decoded
+    q = decoded
+    yield* scopeOf(sql, organisationId, q.scope)
+  } else {
+    if (request.spaceId !== undefined && request.deviceId !== undefined) {
+      return yield* invalid("device.id", "give space.id or device.id, not both")
     }
-    const zone = Zone.of(q.timezone)!
-    const level = levelOf(q)
-    const series = yield* seriesAt(sql, organisationId, q, level)
-    // Device series, read where raw readings are needed; fetched at most once.
-    let deviceSeries: ReadonlyArray<Series> | undefined = level === "device" ? series : undefined
-    const rawSeries = Effect.suspend(() =>
-      deviceSeries !== undefined
-        ? Effect.succeed(deviceSeries)
-        : seriesAt(sql, organisationId, q, "device").pipe(Effect.tap((found) => Effect.sync(() => (deviceSeries = found))))
-    )
+    if (request.current !== undefined && request.previous !== undefined) {
+      return yield* invalid("previous", "cannot be combined with current")
+    }
+    const scope = requestedScope(request)
+    const resolved = resolve(request, scope, yield* scopeOf(sql, organisationId, scope), now)
+    if (resolved instanceof InvalidInput) return yield* resolved
+    q = resolved
+  }
+  const zone = Zone.of(q.timezone)!
+  const level = levelOf(q)
+  const series = yield* seriesAt(sql, organisationId, q, level)
+  // Device series, read where raw readings are needed; fetched at most once.
+  let deviceSeries: ReadonlyArray<Series> | undefined = level === "device" ? series : undefined
+  const rawSeries = Effect.suspend(() =>
+    deviceSeries !== undefined
+      ? Effect.succeed(deviceSeries)
+      : seriesAt(sql, organisationId, q, "device").pipe(Effect.tap((found) => Effect.sync(() => (deviceSeries = found))))
+  )
 
-    let from = q.from ?? q.since
-    if (from === undefined) {
-      from = yield* firstReading(sql, yield* rawSeries)
-      if (from === undefined || from >= q.until) return emptyPage(q)
-      q = { ...q, since: from }
-    }
+  let from = q.from ?? q.since
+  if (from === undefined) {
+    from = yield* firstReading(sql, yield* rawSeries)
+    if (from === undefined || from >= q.until) return emptyPage(q)
+    q = { ...q, since: from }
+  }
 
-    const keyOf = yield* breakdownKeys(sql, q, series)
-    const keys = keyOf === undefined ? [] : [...new Set(keyOf.values())].sort()
-    const limit = keyOf === undefined ? q.limit : Math.max(1, Math.min(q.limit, Math.floor(MAX_PAGE_POINTS / Math.max(1, keys.length))))
-    const grid = gridOf(q.interval, zone)
-    const { buckets, more } = bucketsOf(grid, from, q.until, limit)
-    const runs = planRuns(buckets, !q.rollups ? NO_ROLLUPS : { hourly: level !== "device", daily: true })
-    const raw = runs.raw.length === 0 ? [] : yield* rawSeries
-    if (keyOf !== undefined && raw !== series) {
-      for (const [id, key] of (yield* breakdownKeys(sql, q, raw)) ?? []) keyOf.set(id, key)
-    }
-    const rows = yield* sums(
-      sql,
-      buckets.map((b) => b.start),
-      runs,
-      { rollup: series.map((s) => s.id), raw: raw.map((s) => s.id) },
-      keyOf !== undefined
-    )
+  const keyOf = yield* breakdownKeys(sql, q, series)
+  const keys = keyOf === undefined ? [] : [...new Set(keyOf.values())].sort()
+  const limit = keyOf === undefined ? q.limit : Math.max(1, Math.min(q.limit, Math.floor(MAX_PAGE_POINTS / Math.max(1, keys.length))))
+  const grid = gridOf(q.interval, zone)
+  const { buckets, more } = bucketsOf(grid, from, q.until, limit)
+  const runs = planRuns(buckets, !q.rollups ? NO_ROLLUPS : { hourly: level !== "device", daily: true })
+  const raw = runs.raw.length === 0 ? [] : yield* rawSeries
+  if (keyOf !== undefined && raw !== series) {
+    for (const [id, key] of (yield* breakdownKeys(sql, q, raw)) ?? []) keyOf.set(id, key)
+  }
+  const rows = yield* sums(
+    sql,
+    buckets.map((b) => b.start),
+    runs,
+    { rollup: series.map((s) => s.id), raw: raw.map((s) => s.id) },
+    keyOf !== undefined
+  )
 
-    const total = new Array<Decimal>(buckets.length).fill(ZERO)
-    const byKey = new Map<string, Array<Decimal>>(keys.map((k) => [k, new Array<Decimal>(buckets.length).fill(ZERO)]))
-    for (const row of rows) {
-      const i = row.i - 1
-      if (i < 0 || i >= buckets.length) continue
-      const quantity = parseNumericText(row.q)
-      total[i] = addDecimal(total[i], quantity)
-      const key = row.series_id === null ? undefined : keyOf?.get(row.series_id)
-      if (key !== undefined) {
-        let list = byKey.get(key)
-        if (list === undefined) byKey.set(key, list = new Array<Decimal>(buckets.length).fill(ZERO))
-        list[i] = addDecimal(list[i], quantity)
-      }
+  const total = new Array<Decimal>(buckets.length).fill(ZERO)
+  const byKey = new Map<string, Array<Decimal>>(keys.map((k) => [k, new Array<Decimal>(buckets.length).fill(ZERO)]))
+  for (const row of rows) {
+    const i = row.i - 1
+    if (i < 0 || i >= buckets.length) continue
+    const quantity = parseNumericText(row.q)
+    total[i] = addDecimal(total[i], quantity)
+    const key = row.series_id === null ? undefined : keyOf?.get(row.series_id)
+    if (key !== undefined) {
+      let list = byKey.get(key)
+      if (list === undefined) byKey.set(key, list = new Array<Decimal>(buckets.length).fill(ZERO))
+      list[i] = addDecimal(list[i], quantity)
     }
-    const toReadings = (values: ReadonlyArray<Decimal>) => values.map((v, i) => readingOf(q.kind, buckets[i].start, formatDecimal(v)))
-    const page: EnergyPage = {
-      result: toReadings(total),
-      continuationToken: more ? encodeToken(q, grid.next(buckets[buckets.length - 1].start)) : null
-    }
-    if (q.breakdown !== undefined) {
-      const grouped: Record<string, Array<Reading>> = {}
-      for (const [key, values] of byKey) grouped[key] = toReadings(values)
-      if (q.breakdown === "device") page.devices = grouped
-      else page.countries = grouped
-    }
-    return page
-  })
+  }
+  const toReadings = (values: ReadonlyArray<Decimal>) => values.map((v, i) => readingOf(q.kind, buckets[i].start, formatDecimal(v)))
+  const page: EnergyPage = {
+    result: toReadings(total),
+    continuationToken: more ? encodeToken(q, grid.next(buckets[buckets.length - 1].start)) : null
+  }
+  if (q.breakdown !== undefined) {
+    const grouped: Record<string, Array<Reading>> = {}
+    for (const [key, values] of byKey) grouped[key] = toReadings(values)
+    if (q.breakdown === "device") page.devices = grouped
+    else page.countries = grouped
+  }
+  return page
+})
 
 const emptyPage = (q: Resolved): EnergyPage => {
   const page: EnergyPage = { result: [], continuationToken: null }

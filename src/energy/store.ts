@@ -160,67 +160,66 @@ const groupRows = (writes: ReadonlyArray<ReadingWrite>) => {
  * `placement` (bulk imports) lets series ids come from its cache; it must be the only
  * `writeReadings` of its transaction.
  */
-export const writeReadings = (
+export const writeReadings = Effect.fnUntraced(function*(
   tx: SqlClient,
   writes: ReadonlyArray<ReadingWrite>,
   order: MeterOrder,
   placement?: Placement
-): Effect.Effect<WriteOutcome, SqlError> =>
-  Effect.gen(function*() {
-    let stored: ReadonlyArray<ReadingWrite> = writes
-    let quantities: Array<string>
-    let baselines = 0
-    const meters = writes.filter((w) => w.reading.mode === "meter")
-    if (meters.length === 0) {
-      quantities = writes.map((w) => w.reading.amount)
-    } else {
-      const values = writes.filter((w) => w.reading.mode === "value")
-      const fromMeters = yield* meterAmounts(tx, meters, order)
-      stored = [...values, ...fromMeters.amounts.map((a) => a.write)]
-      quantities = [...values.map((w) => w.reading.amount), ...fromMeters.amounts.map((a) => a.quantity)]
-      baselines = fromMeters.baselines
+): Effect.fn.Return<WriteOutcome, SqlError> {
+  let stored: ReadonlyArray<ReadingWrite> = writes
+  let quantities: Array<string>
+  let baselines = 0
+  const meters = writes.filter((w) => w.reading.mode === "meter")
+  if (meters.length === 0) {
+    quantities = writes.map((w) => w.reading.amount)
+  } else {
+    const values = writes.filter((w) => w.reading.mode === "value")
+    const fromMeters = yield* meterAmounts(tx, meters, order)
+    stored = [...values, ...fromMeters.amounts.map((a) => a.write)]
+    quantities = [...values.map((w) => w.reading.amount), ...fromMeters.amounts.map((a) => a.quantity)]
+    baselines = fromMeters.baselines
+  }
+  const n = stored.length
+  if (n === 0) return { stored: 0, baselines }
+  const { group, keys } = groupRows(stored)
+  const ids = yield* seriesOf(tx, keys, placement)
+  const seriesOfGroup = keys.map((k) => ids.get(k)!)
+  const timestamps = new Array<number>(n)
+  // Per row, only the device's day and the space's hour are summed; the space's days and
+  // the organisation's hours and days are sums of the space's hours.
+  const spaceHours = new Rollup()
+  const daily = new Rollup()
+  let withEvents = false
+  for (let i = 0; i < n; i++) {
+    const write = stored[i]
+    const quantity = quantities[i]
+    const series = seriesOfGroup[group[i]]
+    const ts = write.timestamp
+    const micro = microUnits(quantity)
+    timestamps[i] = ts
+    if (write.eventId !== null) withEvents = true
+    spaceHours.sum(series.space, ts - (ts % HOUR)).add(micro, quantity)
+    daily.sum(series.device, ts - (ts % DAY)).add(micro, quantity)
+  }
+  const organisationOf = new Map(seriesOfGroup.map((s) => [s.space, s.organisation]))
+  const hourly = new Rollup()
+  for (const [space, buckets] of spaceHours.entries()) {
+    const organisation = organisationOf.get(space)!
+    for (const [hour, sum] of buckets) {
+      hourly.sum(space, hour).addSum(sum)
+      hourly.sum(organisation, hour).addSum(sum)
+      daily.sum(space, hour - (hour % DAY)).addSum(sum)
+      daily.sum(organisation, hour - (hour % DAY)).addSum(sum)
     }
-    const n = stored.length
-    if (n === 0) return { stored: 0, baselines }
-    const { group, keys } = groupRows(stored)
-    const ids = yield* seriesOf(tx, keys, placement)
-    const seriesOfGroup = keys.map((k) => ids.get(k)!)
-    const timestamps = new Array<number>(n)
-    // Per row, only the device's day and the space's hour are summed; the space's days and
-    // the organisation's hours and days are sums of the space's hours.
-    const spaceHours = new Rollup()
-    const daily = new Rollup()
-    let withEvents = false
-    for (let i = 0; i < n; i++) {
-      const write = stored[i]
-      const quantity = quantities[i]
-      const series = seriesOfGroup[group[i]]
-      const ts = write.timestamp
-      const micro = microUnits(quantity)
-      timestamps[i] = ts
-      if (write.eventId !== null) withEvents = true
-      spaceHours.sum(series.space, ts - (ts % HOUR)).add(micro, quantity)
-      daily.sum(series.device, ts - (ts % DAY)).add(micro, quantity)
-    }
-    const organisationOf = new Map(seriesOfGroup.map((s) => [s.space, s.organisation]))
-    const hourly = new Rollup()
-    for (const [space, buckets] of spaceHours.entries()) {
-      const organisation = organisationOf.get(space)!
-      for (const [hour, sum] of buckets) {
-        hourly.sum(space, hour).addSum(sum)
-        hourly.sum(organisation, hour).addSum(sum)
-        daily.sum(space, hour - (hour % DAY)).addSum(sum)
-        daily.sum(organisation, hour - (hour % DAY)).addSum(sum)
-      }
-    }
-    const rows = insertionOrder(group, seriesOfGroup.map((s) => s.device), timestamps)
-    const columns = [
-      plainArray(rows.map((i) => timestamps[i])),
-      plainArray(rows.map((i) => seriesOfGroup[group[i]].device)),
-      plainArray(rows.map((i) => quantities[i]))
-    ]
-    if (withEvents) yield* tx.query(INSERT_EVENT_READINGS, [...columns, textArray(rows.map((i) => stored[i].eventId))])
-    else yield* tx.query(INSERT_READINGS, columns)
-    yield* tx.query(UPSERT_ROLLUPS, [...hourly.columns(), ...daily.columns()])
-    return { stored: n, baselines }
-  })
+  }
+  const rows = insertionOrder(group, seriesOfGroup.map((s) => s.device), timestamps)
+  const columns = [
+    plainArray(rows.map((i) => timestamps[i])),
+    plainArray(rows.map((i) => seriesOfGroup[group[i]].device)),
+    plainArray(rows.map((i) => quantities[i]))
+  ]
+  if (withEvents) yield* tx.query(INSERT_EVENT_READINGS, [...columns, textArray(rows.map((i) => stored[i].eventId))])
+  else yield* tx.query(INSERT_READINGS, columns)
+  yield* tx.query(UPSERT_ROLLUPS, [...hourly.columns(), ...daily.columns()])
+  return { stored: n, baselines }
+})

@@ -71,21 +71,20 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     let flushedAt = yield* Clock.currentTimeMillis
 
     /** Devices among `ids` not hosted yet, from their rows (a deleted device stays out). */
-    const activate = (ids: Iterable<string>, now: number): Effect.Effect<Places> =>
-      Effect.gen(function*() {
-        const missing = [...new Set(ids)].filter((id) => !host.devices.has(id))
-        if (missing.length === 0) return new Map()
-        const read = yield* retried(readActivations(sql, missing), "activation")
-        yield* retried(rules.load(read.map((a) => a.place.organisationId)), "reading rules")
-        // Which alerts a value back in range may clear: asked only where a rule could clear one.
-        const clearing = read.filter((a) =>
-          (rules.get(a.place.organisationId)?.rules ?? []).some((r) => r.type !== "offline" && r.autoResolve)
-        )
-        const open = yield* retried(readOpenAlerts(sql, clearing.map((a) => a.deviceId)), "reading alerts")
-        yield* eachBreathing(read, (activation) => host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now))
-        // Just read: where they are (their first step may change their liveness).
-        return new Map(read.map((a) => [a.deviceId, { place: a.place, lastSeenAt: a.lastSeenAt }]))
-      })
+    const activate = Effect.fnUntraced(function*(ids: Iterable<string>, now: number): Effect.fn.Return<Places> {
+      const missing = [...new Set(ids)].filter((id) => !host.devices.has(id))
+      if (missing.length === 0) return new Map()
+      const read = yield* retried(readActivations(sql, missing), "activation")
+      yield* retried(rules.load(read.map((a) => a.place.organisationId)), "reading rules")
+      // Which alerts a value back in range may clear: asked only where a rule could clear one.
+      const clearing = read.filter((a) =>
+        (rules.get(a.place.organisationId)?.rules ?? []).some((r) => r.type !== "offline" && r.autoResolve)
+      )
+      const open = yield* retried(readOpenAlerts(sql, clearing.map((a) => a.deviceId)), "reading alerts")
+      yield* eachBreathing(read, (activation) => host.activate({ ...activation, raised: open.get(activation.deviceId) ?? [] }, now))
+      // Just read: where they are (their first step may change their liveness).
+      return new Map(read.map((a) => [a.deviceId, { place: a.place, lastSeenAt: a.lastSeenAt }]))
+    })
 
     /**
      * Decides what the host collected: its timer at once; its alerts, liveness and rows queued

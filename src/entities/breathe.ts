@@ -38,11 +38,10 @@ export const breathe: Effect.Effect<void> = Effect.suspend(() => {
 })
 
 /** Calls `f` on each item, breathing every `chunk` items. */
-export const eachBreathing = <A>(items: Iterable<A>, f: (item: A) => void, chunk = 32): Effect.Effect<void> =>
-  Effect.gen(function*() {
-    let i = 0
-    for (const item of items) {
-      f(item)
-      if (++i % chunk === 0) yield* breathe
-    }
-  })
+export const eachBreathing = Effect.fnUntraced(function*<A>(items: Iterable<A>, f: (item: A) => void, chunk = 32): Effect.fn.Return<void> {
+  let i = 0
+  for (const item of items) {
+    f(item)
+    if (++i % chunk === 0) yield* breathe
+  }
+})

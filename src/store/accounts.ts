@@ -35,22 +35,21 @@ export const toApiKey = (row: Row): ApiKeyJson => ({
 
 const tryPromise = <A>(f: () => Promise<A>) => Effect.promise(f)
 
-export const insertApiKey = (
+export const insertApiKey = Effect.fnUntraced(function*(
   sql: SqlClient,
   organisationId: string,
   input: { readonly name: string; readonly readOnly: boolean; readonly secretKey?: string | undefined }
-): Effect.Effect<CreatedApiKey, SqlError> =>
-  Effect.gen(function*() {
-    const now = Date.now()
-    const secretKey = input.secretKey ?? newSecret("a_sk")
-    const id = newId("key", now)
-    yield* sql.query(
-      `INSERT INTO api_keys (id, organisation_id, name, secret_hash, secret_hint, read_only, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
-      [id, organisationId, input.name, hashSecret(secretKey), secretHint(secretKey), input.readOnly, now]
-    )
-    return { id, name: input.name, readOnly: input.readOnly, hint: secretHint(secretKey), createdAt: now, updatedAt: now, secretKey }
-  })
+): Effect.fn.Return<CreatedApiKey, SqlError> {
+  const now = Date.now()
+  const secretKey = input.secretKey ?? newSecret("a_sk")
+  const id = newId("key", now)
+  yield* sql.query(
+    `INSERT INTO api_keys (id, organisation_id, name, secret_hash, secret_hint, read_only, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $7)`,
+    [id, organisationId, input.name, hashSecret(secretKey), secretHint(secretKey), input.readOnly, now]
+  )
+  return { id, name: input.name, readOnly: input.readOnly, hint: secretHint(secretKey), createdAt: now, updatedAt: now, secretKey }
+})
 
 export interface CreatedOrganisation {
   organisation: { id: string; name: string; createdAt: number; updatedAt: number }
@@ -62,7 +61,7 @@ export interface CreatedOrganisation {
  * An organisation, its owner (an admin organisation user) and its first application key,
  * in the caller's transaction. The e-mail address must not be registered yet.
  */
-export const insertOrganisation = (
+export const insertOrganisation = Effect.fnUntraced(function*(
   tx: SqlClient,
   input: {
     readonly name: string
@@ -70,40 +69,39 @@ export const insertOrganisation = (
     readonly owner: OwnerInput
     readonly appKey?: string | undefined
   }
-): Effect.Effect<CreatedOrganisation, Conflict | SqlError> =>
-  Effect.gen(function*() {
-    const now = Date.now()
-    const existing = yield* tx.query("SELECT 1 FROM users WHERE lower(email_address) = lower($1)", [input.owner.emailAddress])
-    if (existing.length > 0) {
-      return yield* new Conflict({ message: `owner.emailAddress: ${input.owner.emailAddress} is already registered` })
-    }
-    const organisationId = newId("org", now)
-    const userId = newId("usr", now)
-    const organisationUserId = newId("ou", now)
-    const passwordHash = yield* tryPromise(() => hashPassword(input.owner.password))
-    yield* tx.query("INSERT INTO organisations (id, name, is_platform, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)", [
-      organisationId,
-      input.name,
-      input.isPlatform,
-      now
-    ])
-    yield* tx.query(
-      `INSERT INTO users (id, email_address, full_name, password_hash, is_platform_admin, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $6)`,
-      [userId, input.owner.emailAddress, input.owner.fullName, passwordHash, input.isPlatform, now]
-    )
-    yield* tx.query(
-      `INSERT INTO organisation_users (id, organisation_id, user_id, is_admin, created_at, updated_at)
-       VALUES ($1, $2, $3, true, $4, $4)`,
-      [organisationUserId, organisationId, userId, now]
-    )
-    const apiKey = yield* insertApiKey(tx, organisationId, { name: "default", readOnly: false, secretKey: input.appKey })
-    return {
-      organisation: { id: organisationId, name: input.name, createdAt: now, updatedAt: now },
-      owner: { id: organisationUserId, userId, emailAddress: input.owner.emailAddress, fullName: input.owner.fullName, isAdmin: true },
-      apiKey
-    }
-  })
+): Effect.fn.Return<CreatedOrganisation, Conflict | SqlError> {
+  const now = Date.now()
+  const existing = yield* tx.query("SELECT 1 FROM users WHERE lower(email_address) = lower($1)", [input.owner.emailAddress])
+  if (existing.length > 0) {
+    return yield* new Conflict({ message: `owner.emailAddress: ${input.owner.emailAddress} is already registered` })
+  }
+  const organisationId = newId("org", now)
+  const userId = newId("usr", now)
+  const organisationUserId = newId("ou", now)
+  const passwordHash = yield* tryPromise(() => hashPassword(input.owner.password))
+  yield* tx.query("INSERT INTO organisations (id, name, is_platform, created_at, updated_at) VALUES ($1, $2, $3, $4, $4)", [
+    organisationId,
+    input.name,
+    input.isPlatform,
+    now
+  ])
+  yield* tx.query(
+    `INSERT INTO users (id, email_address, full_name, password_hash, is_platform_admin, created_at, updated_at)
+     VALUES ($1, $2, $3, $4, $5, $6, $6)`,
+    [userId, input.owner.emailAddress, input.owner.fullName, passwordHash, input.isPlatform, now]
+  )
+  yield* tx.query(
+    `INSERT INTO organisation_users (id, organisation_id, user_id, is_admin, created_at, updated_at)
+     VALUES ($1, $2, $3, true, $4, $4)`,
+    [organisationUserId, organisationId, userId, now]
+  )
+  const apiKey = yield* insertApiKey(tx, organisationId, { name: "default", readOnly: false, secretKey: input.appKey })
+  return {
+    organisation: { id: organisationId, name: input.name, createdAt: now, updatedAt: now },
+    owner: { id: organisationUserId, userId, emailAddress: input.owner.emailAddress, fullName: input.owner.fullName, isAdmin: true },
+    apiKey
+  }
+})
 
 /** Token lifetimes: a working day for access, a month for refresh. */
 export const ACCESS_TOKEN_TTL_MS = 24 * 60 * 60 * 1000
@@ -179,17 +177,16 @@ export const signIn = (
   })
 
 /** Refresh grant: a live refresh token yields a new access token; the old pair is revoked. */
-export const refresh = (sql: SqlClient, refreshToken: string): Effect.Effect<IssuedToken, Unauthorized | SqlError> =>
-  Effect.gen(function*() {
-    const rows = yield* sql.query(
-      `UPDATE user_tokens SET revoked_at = $2
-       WHERE refresh_hash = $1 AND revoked_at IS NULL AND created_at > $3
-       RETURNING user_id, organisation_user_id, organisation_id, scope`,
-      [hashSecret(refreshToken), Date.now(), Date.now() - REFRESH_TOKEN_TTL_MS]
-    )
-    if (rows.length === 0) return yield* new Unauthorized({ message: "refreshToken is unknown, expired or revoked" })
-    return yield* issueToken(sql, rows[0], str(rows[0], "scope"))
-  })
+export const refresh = Effect.fnUntraced(function*(sql: SqlClient, refreshToken: string): Effect.fn.Return<IssuedToken, Unauthorized | SqlError> {
+  const rows = yield* sql.query(
+    `UPDATE user_tokens SET revoked_at = $2
+     WHERE refresh_hash = $1 AND revoked_at IS NULL AND created_at > $3
+     RETURNING user_id, organisation_user_id, organisation_id, scope`,
+    [hashSecret(refreshToken), Date.now(), Date.now() - REFRESH_TOKEN_TTL_MS]
+  )
+  if (rows.length === 0) return yield* new Unauthorized({ message: "refreshToken is unknown, expired or revoked" })
+  return yield* issueToken(sql, rows[0], str(rows[0], "scope"))
+})
 
 /** Revokes a token given either its access or its refresh secret. True when one was live. */
 export const revokeToken = (sql: SqlClient, token: string) =>

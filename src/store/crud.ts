@@ -73,66 +73,64 @@ const uniqueViolation = (table: Table, input: Readonly<Record<string, unknown>>)
 }
 
 /** Inserts the given fields; references must exist in the organisation (else 404). Returns the new id. */
-export const insertRow = (
+export const insertRow = Effect.fnUntraced(function*(
   sql: SqlClient,
   table: Table,
   organisationId: string,
   input: Readonly<Record<string, unknown>>,
   extra: Readonly<Record<string, unknown>> = {}
-): Effect.Effect<string, NotFound | Conflict | SqlError> =>
-  Effect.gen(function*() {
-    yield* checkReferences(sql, table, organisationId, input)
-    const now = Date.now()
-    const id = newId(table.prefix, now)
-    const columns = ["id", "organisation_id", "created_at", "updated_at"]
-    const values: Array<unknown> = [id, organisationId, now, now]
-    const exprs = ["$1", "$2", "$3", "$4"]
-    for (const [field, spec] of Object.entries(table.columns)) {
-      if (input[field] === undefined) continue
-      columns.push(spec.column)
-      exprs.push(placeholders(values, input[field], spec.json === true))
-    }
-    for (const [field, ref] of Object.entries(table.references)) {
-      if (input[field] === undefined) continue
-      columns.push(ref.column)
-      exprs.push(placeholders(values, (input[field] as { id: string } | null)?.id ?? null, false))
-    }
-    for (const [column, value] of Object.entries(extra)) {
-      columns.push(column)
-      exprs.push(placeholders(values, value, false))
-    }
-    yield* sql.query(`INSERT INTO ${table.name} (${columns.join(", ")}) VALUES (${exprs.join(", ")})`, values).pipe(
-      Effect.catchTag("SqlError", uniqueViolation(table, input))
-    )
-    return id
-  })
+): Effect.fn.Return<string, NotFound | Conflict | SqlError> {
+  yield* checkReferences(sql, table, organisationId, input)
+  const now = Date.now()
+  const id = newId(table.prefix, now)
+  const columns = ["id", "organisation_id", "created_at", "updated_at"]
+  const values: Array<unknown> = [id, organisationId, now, now]
+  const exprs = ["$1", "$2", "$3", "$4"]
+  for (const [field, spec] of Object.entries(table.columns)) {
+    if (input[field] === undefined) continue
+    columns.push(spec.column)
+    exprs.push(placeholders(values, input[field], spec.json === true))
+  }
+  for (const [field, ref] of Object.entries(table.references)) {
+    if (input[field] === undefined) continue
+    columns.push(ref.column)
+    exprs.push(placeholders(values, (input[field] as { id: string } | null)?.id ?? null, false))
+  }
+  for (const [column, value] of Object.entries(extra)) {
+    columns.push(column)
+    exprs.push(placeholders(values, value, false))
+  }
+  yield* sql.query(`INSERT INTO ${table.name} (${columns.join(", ")}) VALUES (${exprs.join(", ")})`, values).pipe(
+    Effect.catchTag("SqlError", uniqueViolation(table, input))
+  )
+  return id
+})
 
 /** Updates the given fields of a row of the organisation; 404 when it is not there. */
-export const updateRow = (
+export const updateRow = Effect.fnUntraced(function*(
   sql: SqlClient,
   table: Table,
   organisationId: string,
   id: string,
   input: Readonly<Record<string, unknown>>
-): Effect.Effect<void, NotFound | Conflict | SqlError> =>
-  Effect.gen(function*() {
-    yield* checkReferences(sql, table, organisationId, input)
-    const values: Array<unknown> = [id, organisationId, Date.now()]
-    const sets = ["updated_at = $3"]
-    for (const [field, spec] of Object.entries(table.columns)) {
-      if (input[field] === undefined) continue
-      sets.push(`${spec.column} = ${placeholders(values, input[field], spec.json === true)}`)
-    }
-    for (const [field, ref] of Object.entries(table.references)) {
-      if (input[field] === undefined) continue
-      sets.push(`${ref.column} = ${placeholders(values, (input[field] as { id: string } | null)?.id ?? null, false)}`)
-    }
-    const rows = yield* sql.query(
-      `UPDATE ${table.name} SET ${sets.join(", ")} WHERE id = $1 AND organisation_id = $2 RETURNING id`,
-      values
-    ).pipe(Effect.catchTag("SqlError", uniqueViolation(table, input)))
-    if (rows.length === 0) return yield* new NotFound({ resource: table.resource, id })
-  })
+): Effect.fn.Return<void, NotFound | Conflict | SqlError> {
+  yield* checkReferences(sql, table, organisationId, input)
+  const values: Array<unknown> = [id, organisationId, Date.now()]
+  const sets = ["updated_at = $3"]
+  for (const [field, spec] of Object.entries(table.columns)) {
+    if (input[field] === undefined) continue
+    sets.push(`${spec.column} = ${placeholders(values, input[field], spec.json === true)}`)
+  }
+  for (const [field, ref] of Object.entries(table.references)) {
+    if (input[field] === undefined) continue
+    sets.push(`${ref.column} = ${placeholders(values, (input[field] as { id: string } | null)?.id ?? null, false)}`)
+  }
+  const rows = yield* sql.query(
+    `UPDATE ${table.name} SET ${sets.join(", ")} WHERE id = $1 AND organisation_id = $2 RETURNING id`,
+    values
+  ).pipe(Effect.catchTag("SqlError", uniqueViolation(table, input)))
+  if (rows.length === 0) return yield* new NotFound({ resource: table.resource, id })
+})
 
 export const deleteRow = (sql: SqlClient, table: Table, organisationId: string, id: string) =>
   sql.query(`DELETE FROM ${table.name} WHERE id = $1 AND organisation_id = $2 RETURNING id`, [id, organisationId]).pipe(

@@ -90,13 +90,12 @@ export const resetPassword = (
   )
 
 /** A new application key for the organisation given by id, or the first one. */
-export const createAppKey = (
+export const createAppKey = Effect.fnUntraced(function*(
   sql: SqlClient,
   input: { readonly organisationId: Option.Option<string>; readonly name: string; readonly readOnly: boolean }
-): Effect.Effect<{ organisation: Organisation; key: CreatedApiKey }, RecoveryRefused | SqlError> =>
-  Effect.gen(function*() {
-    if (input.name.trim() === "") return yield* new RecoveryRefused({ message: "--name: must not be empty" })
-    const organisation = yield* findOrganisation(sql, input.organisationId)
-    const key = yield* insertApiKey(sql, organisation.id, { name: input.name, readOnly: input.readOnly })
-    return { organisation, key }
-  })
+): Effect.fn.Return<{ organisation: Organisation; key: CreatedApiKey }, RecoveryRefused | SqlError> {
+  if (input.name.trim() === "") return yield* new RecoveryRefused({ message: "--name: must not be empty" })
+  const organisation = yield* findOrganisation(sql, input.organisationId)
+  const key = yield* insertApiKey(sql, organisation.id, { name: input.name, readOnly: input.readOnly })
+  return { organisation, key }
+})

@@ -235,23 +235,22 @@ export class SqlPersistence extends MemoryPersistence {
  * from the other processes, and every `SWEEP_EVERY` forgets old acknowledgements and re-reads
  * the watched devices (what a lost notice or an ended session changed).
  */
-export const makePersistence = (options: PersistenceOptions): Effect.Effect<SqlPersistence, never, Scope.Scope> =>
-  Effect.gen(function*() {
-    const persistence = new SqlPersistence(options)
-    const logged = (what: string) => (effect: Effect.Effect<void, unknown>) =>
-      Effect.catchCause(effect, (cause) => Effect.logWarning(`mqtt sessions: ${what} failed`, cause))
-    yield* logged("reading the devices persistent sessions watch")(persistence.refresh)
-    yield* options.bus.onControl((message) => {
-      if (message.type === "mqtt.subscribed" && Array.isArray(message.deviceIds)) persistence.learn(message.deviceIds)
-    })
-    yield* Effect.forkScoped(
-      Effect.repeat(
-        Effect.andThen(
-          logged("forgetting old acknowledgements")(store.sweepAcknowledged(options.sql)),
-          logged("reading the devices persistent sessions watch")(persistence.refresh)
-        ),
-        Schedule.spaced(SWEEP_EVERY)
-      ).pipe(Effect.delay(SWEEP_EVERY))
-    )
-    return persistence
+export const makePersistence = Effect.fnUntraced(function*(options: PersistenceOptions): Effect.fn.Return<SqlPersistence, never, Scope.Scope> {
+  const persistence = new SqlPersistence(options)
+  const logged = (what: string) => (effect: Effect.Effect<void, unknown>) =>
+    Effect.catchCause(effect, (cause) => Effect.logWarning(`mqtt sessions: ${what} failed`, cause))
+  yield* logged("reading the devices persistent sessions watch")(persistence.refresh)
+  yield* options.bus.onControl((message) => {
+    if (message.type === "mqtt.subscribed" && Array.isArray(message.deviceIds)) persistence.learn(message.deviceIds)
   })
+  yield* Effect.forkScoped(
+    Effect.repeat(
+      Effect.andThen(
+        logged("forgetting old acknowledgements")(store.sweepAcknowledged(options.sql)),
+        logged("reading the devices persistent sessions watch")(persistence.refresh)
+      ),
+      Schedule.spaced(SWEEP_EVERY)
+    ).pipe(Effect.delay(SWEEP_EVERY))
+  )
+  return persistence
+})
