@@ -30,6 +30,8 @@ export type ControlMessage =
   | { readonly type: "mqtt.connected"; readonly clientId: string; readonly principal: string; readonly origin: string }
   /** Persistent MQTT sessions subscribed to these devices: every process queues their deliveries. */
   | { readonly type: "mqtt.subscribed"; readonly deviceIds: ReadonlyArray<string> }
+  /** Alerts of these organisations were written without a delivery (notifications, device-less alerts, a resolve): their cached pages go. */
+  | { readonly type: "alerts.changed"; readonly organisationIds: ReadonlyArray<string> }
   /** An organisation's command was renamed or deleted: the commands held for runs go. */
   | { readonly type: "commands.changed"; readonly organisationId: string }
   /** An organisation's alert rules were written: its cached rules and hosted devices follow. */

@@ -48,7 +48,8 @@ export const AlertBucketLive = AlertBucket.toLayer(
     const slots = new Map<string, Slot>()
 
     const publish = (organisationId: string, alert: AlertJson) => {
-      if (alert.device === null) return
+      // An alert with no device has no topic: cached pages of alerts hear of it by a notice.
+      if (alert.device === null) return void Effect.runFork(bus.control({ type: "alerts.changed", organisationIds: [organisationId] }))
       bus.send({ organisationId, deviceId: alert.device.id, topic: alertTopic(alert.device.id), payload: JSON.stringify(alert) })
     }
 

@@ -1,6 +1,7 @@
 import { Context, Effect, Layer, Queue } from "effect"
 import { Notifier, reachesAnyone } from "../notify/Notifier.ts"
 import type { AlertJson } from "../store/alerts.ts"
+import { Bus } from "../bus/Bus.ts"
 import { Sql } from "../store/Sql.ts"
 import { Space } from "./protocol.ts"
 
@@ -54,6 +55,7 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
     Effect.gen(function*() {
       const sql = yield* Sql
       const notifier = yield* Notifier
+      const bus = yield* Bus
       const spaces = yield* Space.client
       const notices = yield* Queue.unbounded<AlertOpened>()
 
@@ -92,7 +94,7 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
           const recipients = yield* recipientsOf([...new Set(batch.flatMap((o) => (o.alert.device?.space?.id === undefined ? [] : [o.alert.device.space.id])))])
           const ruleById = new Map(rules.map((r) => [r.id, r]))
           const templateById = new Map(templates.map((t) => [t.id, t]))
-          return batch.flatMap(({ alert }) => {
+          return batch.flatMap(({ organisationId, alert }) => {
             const rule = ruleById.get(alert.alertRule.id)
             if (rule === undefined) return []
             const template = rule.notification_template_id === null ? undefined : templateById.get(rule.notification_template_id)
@@ -101,13 +103,13 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
             // An e-mail to nobody is not sent: such alerts (the usual case of a storm of offline
             // alerts in a space with no recipients) cost nothing past this batch.
             if (!reachesAnyone(template === undefined ? null : { type: template.type, webhookUrl: template.webhook_url }, to)) return []
-            return [{ alert, rule, template, recipients: to }]
+            return [{ organisationId, alert, rule, template, recipients: to }]
           })
         })
 
       type Prepared = Effect.Success<ReturnType<typeof prepare>>[number]
 
-      const send = ({ alert, rule, template, recipients }: Prepared) =>
+      const send = ({ organisationId, alert, rule, template, recipients }: Prepared) =>
         Effect.gen(function*() {
           const outcomes = yield* notifier.notify({
             alert: { ...alert },
@@ -131,6 +133,8 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
               JSON.stringify(outcomes),
               Date.now()
             ])
+            // Cached pages of alerts show `notifications`: they go, in every process.
+            yield* bus.control({ type: "alerts.changed", organisationIds: [organisationId] })
           }
         }).pipe(Effect.catchCause((cause) => Effect.logError("alert notification failed", cause)))
 

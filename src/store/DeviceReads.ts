@@ -39,6 +39,10 @@ const MAX_ENTRIES = 50_000
 /** Items of cached pages, in all (a device ~2 KB, an event less): the oldest pages go first past it. */
 const MAX_PAGE_ITEMS = 20_000
 
+/** The last level of an alert topic (`devices/{id}/alerts`), and what the topic has besides the id. */
+const ALERTS_SUFFIX = "/alerts"
+const ALERT_TOPIC_EXTRA = "devices/".length + ALERTS_SUFFIX.length
+
 interface Entry {
   readonly organisationId: string
   /** The device as JSON text, exactly the response body; undefined while its read is in flight. */
@@ -63,6 +67,8 @@ export interface DeviceReadsService {
   changed(organisationId: string): Effect.Effect<void>
   /** These devices left their owner's memory, their rows written: drop the pages holding them, in every process. */
   left(deviceIds: ReadonlyArray<string>): Effect.Effect<void>
+  /** Alerts of these organisations were written: drop their pages of alerts, here at once and in every process. */
+  alertsChanged(organisationIds: ReadonlyArray<string>): Effect.Effect<void>
   /** Entries held now (tests, metrics). */
   readonly size: () => number
   /** Pages held now (tests). */
@@ -75,6 +81,12 @@ export interface PageHolds<T> {
   readonly devices: (page: Page<T>) => ReadonlyArray<string>
   /** Any sign of life of the organisation may change it (devices ordered by `lastSeenAt`, an organisation's events). */
   readonly anySign: boolean
+  /**
+   * A page of alerts: dropped by every alert delivered for the organisation (each alert an
+   * alert bucket writes for a device is delivered), `alerts.changed` (what is written without a
+   * delivery) and `rules.changed` (an alert embeds its rule), besides what drops every page.
+   */
+  readonly alerts?: boolean
 }
 
 interface PageEntry {
@@ -83,6 +95,7 @@ interface PageEntry {
   readonly page: Page<unknown>
   readonly devices: ReadonlyArray<string>
   readonly anySign: boolean
+  readonly alerts: boolean
   readonly until: number
 }
 
@@ -100,6 +113,8 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
       /** Organisation → keys of its cached pages, and of those any sign of life changes (a delivery reaches these without a scan). */
       const pagesOfOrganisation = new Map<string, Set<string>>()
       const anySignPages = new Map<string, Set<string>>()
+      /** Organisation → keys of its cached pages of alerts. */
+      const alertPages = new Map<string, Set<string>>()
       const index = (map: Map<string, Set<string>>, id: string, key: string) => {
         const keys = map.get(id)
         if (keys === undefined) map.set(id, new Set([key]))
@@ -123,6 +138,7 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         for (const id of entry.devices) unindex(pagesOf, id, key)
         unindex(pagesOfOrganisation, entry.organisationId, key)
         if (entry.anySign) unindex(anySignPages, entry.organisationId, key)
+        if (entry.alerts) unindex(alertPages, entry.organisationId, key)
       }
       /** Drops the pages under `id` in `map` (copied first: dropping edits the set); every drop counts in the epoch. */
       const dropIndexed = (map: Map<string, Set<string>>, id: string) => {
@@ -143,7 +159,13 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         dropIndexed(pagesOf, deviceId)
         dropIndexed(anySignPages, organisationId)
       }
-      yield* bus.onDelivery((delivery) => seen(delivery.deviceId, delivery.organisationId))
+      yield* bus.onDelivery((delivery) => {
+        seen(delivery.deviceId, delivery.organisationId)
+        // `devices/{id}/alerts`, and not an event named "alerts" (`devices/{id}/events/alerts`).
+        if (delivery.topic.length === delivery.deviceId.length + ALERT_TOPIC_EXTRA && delivery.topic.endsWith(ALERTS_SUFFIX)) {
+          dropIndexed(alertPages, delivery.organisationId)
+        }
+      })
       yield* bus.onControl((message) => {
         if (message.type === "devices.changed") dropOrganisation(message.organisationId)
         else if (message.type === "devices.seen") {
@@ -152,6 +174,8 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
           dropPagesHolding(message.deviceIds)
           for (const organisationId of [...anySignPages.keys()]) dropIndexed(anySignPages, organisationId)
         } else if (message.type === "devices.left") dropPagesHolding(message.deviceIds)
+        else if (message.type === "alerts.changed") for (const id of message.organisationIds) dropIndexed(alertPages, id)
+        else if (message.type === "rules.changed") dropIndexed(alertPages, message.organisationId)
       })
 
       const evict = () => {
@@ -193,6 +217,7 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         for (const id of entry.devices) index(pagesOf, id, key)
         index(pagesOfOrganisation, entry.organisationId, key)
         if (entry.anySign) index(anySignPages, entry.organisationId, key)
+        if (entry.alerts) index(alertPages, entry.organisationId, key)
         // Insertion order: the oldest pages go until the rest fit.
         for (const oldest of pages.keys()) {
           if (pageItems <= MAX_PAGE_ITEMS || oldest === key) break
@@ -215,7 +240,14 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
           return Effect.tap(load, (loaded) =>
             Effect.sync(() => {
               if (epoch !== started) return
-              keep(key, { organisationId, page: loaded, devices: holds.devices(loaded), anySign: holds.anySign, until: now + TTL_MS })
+              keep(key, {
+                organisationId,
+                page: loaded,
+                devices: holds.devices(loaded),
+                anySign: holds.anySign,
+                alerts: holds.alerts === true,
+                until: now + TTL_MS
+              })
             }))
         })
 
@@ -231,6 +263,13 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
           deviceIds.length === 0 ? Effect.void : Effect.andThen(
             Effect.sync(() => dropPagesHolding(deviceIds)),
             bus.control({ type: "devices.left", deviceIds })
+          ),
+        alertsChanged: (organisationIds) =>
+          organisationIds.length === 0 ? Effect.void : Effect.andThen(
+            Effect.sync(() => {
+              for (const id of organisationIds) dropIndexed(alertPages, id)
+            }),
+            bus.control({ type: "alerts.changed", organisationIds })
           ),
         size: () => entries.size,
         pages: () => pages.size

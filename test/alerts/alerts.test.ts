@@ -1,8 +1,9 @@
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { DeviceReads } from "../../src/store/DeviceReads.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { BOOTSTRAP_KEY, startApp, startAppOn, type TestApp } from "../support/app.ts"
 import { STORE_KINDS } from "../support/databases.ts"
@@ -195,6 +196,38 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     expect(res.body.find((a: any) => a.device.id === bare.id).device.product).toBeNull()
     expect(withEvent.alertRule).toEqual({ id: rule.id, name: "Listed hot", type: "threshold", severity: "medium", autoResolve: false })
     expect(res.body.some((a: any) => a.acknowledgedAt !== null)).toBe(true)
+    await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
+  })
+
+  it("a page of alerts, read from the cache, shows an alert opened, resolved, its rule and device renamed, at once", async () => {
+    const device = await newDevice("Cached boiler")
+    const rule = (await call("POST", "/alertRules", {
+      name: "Cached hot",
+      type: "threshold",
+      severity: "high",
+      space: { id: spaceId },
+      config: { eventName: "cached", max: 1 }
+    })).body
+    const path = `/alerts?alertRule.id=${rule.id}`
+    const pages = () => Context.get(t.context, DeviceReads).pages()
+    const before = pages()
+    // Read twice: the second read is the cached page.
+    expect((await call("GET", path)).body).toEqual([])
+    expect(pages()).toBe(before + 1)
+    expect((await call("GET", path)).body).toEqual([])
+    await publish(device, "cached", 5)
+    const [opened] = await alertsOnce(`alertRule.id=${rule.id}`, (alerts) => alerts.length === 1, "the alert in the cached list")
+    expect((await call("GET", path)).body).toEqual([opened])
+    await call("PUT", `/alertRules/${rule.id}`, { name: "Cached very hot" })
+    expect((await call("GET", path)).body[0].alertRule.name).toBe("Cached very hot")
+    await call("PUT", `/devices/${device.id}`, { name: "Cached boiler 2" })
+    expect((await call("GET", path)).body[0].device.name).toBe("Cached boiler 2")
+    const resolved = await call("PUT", `/alerts/${opened.id}/resolve`, {})
+    expect(resolved.status).toBe(200)
+    const listed = (await call("GET", path)).body
+    expect(listed[0].state).toBe("resolved")
+    expect(listed[0]).toEqual((await call("GET", `/alerts/${opened.id}`)).body)
+    expect((await call("GET", `${path}&unresolved=true`)).body).toEqual([])
     await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
   })
 

@@ -263,6 +263,23 @@ describe("cached device reads across two processes on NATS and Postgres", () => 
     await until(async () => typeof (await two.call("GET", `/devices/${device.id}`, { key: BOOTSTRAP_KEY })).body.lastSeenAt === "number")
   })
 
+  it("an alert resolved on one process shows in the other's cached page of alerts", async () => {
+    const device = (await one.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "alarm", space: { id: home } } })).body
+    const rule = (await one.call("POST", "/alertRules", {
+      key: BOOTSTRAP_KEY,
+      body: { name: "Shared hot", type: "threshold", severity: "low", space: { id: home }, config: { eventName: "shared", max: 1 } }
+    })).body
+    const path = `/alerts?alertRule.id=${rule.id}`
+    await one.call("POST", "/events", { key: device.secretKey, body: { name: "shared", data: 5 } })
+    await until(async () => (await two.call("GET", path, { key: BOOTSTRAP_KEY })).body.length === 1)
+    const [alert] = (await two.call("GET", path, { key: BOOTSTRAP_KEY })).body
+    expect(alert.state).not.toBe("resolved")
+    expect((await one.call("PUT", `/alerts/${alert.id}/resolve`, { key: BOOTSTRAP_KEY, body: {} })).status).toBe(200)
+    await until(async () => (await two.call("GET", path, { key: BOOTSTRAP_KEY })).body[0].state === "resolved")
+    await one.call("PUT", `/alertRules/${rule.id}`, { key: BOOTSTRAP_KEY, body: { name: "Shared very hot" } })
+    await until(async () => (await two.call("GET", path, { key: BOOTSTRAP_KEY })).body[0].alertRule.name === "Shared very hot")
+  })
+
   it("a device created on one process shows in the other's cached list", async () => {
     const space = (await one.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Shared" } })).body
     const path = `/devices?space.id=${space.id}`

@@ -7,9 +7,13 @@ import { Sql } from "../../../store/Sql.ts"
 import { spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { resolveAlert } from "../../../entities/alertRequests.ts"
 import { DeviceOwners } from "../../../entities/DeviceOwners.ts"
+import { DeviceReads } from "../../../store/DeviceReads.ts"
 import { booleanParam, idParams, listParams, refSchema } from "../params.ts"
 import { type Api, JsonText, listReply } from "../route.ts"
 import { registerResource } from "./resources.ts"
+
+/** A page of alerts holds no device's signs of life; alert writes drop it. */
+const ALERT_PAGE = { devices: () => [], anySign: false, alerts: true } as const
 
 const bool = z.union([z.boolean(), z.enum(["true", "false"]).transform((v) => v === "true")])
 const severity = z.enum(["low", "medium", "high", "critical"])
@@ -135,7 +139,12 @@ export const alertRoutes = (api: Api): void => {
     filters: { "space.id": "space_id", "product.id": "product_id" },
     // A deleted rule takes its alerts along: the spaces' open-alert counts drop.
     spacesOf: (sql, organisationId, id) => spacesWithOpenAlerts(sql, organisationId, { ruleId: id }),
-    afterWrite: (organisationId) => DeviceOwners.use((owners) => owners.rulesChanged(organisationId))
+    // Alerts embed their rule: this process's pages of alerts go at once (the notice reaches the others).
+    afterWrite: (organisationId) =>
+      Effect.andThen(
+        DeviceOwners.use((owners) => owners.rulesChanged(organisationId)),
+        DeviceReads.use((reads) => reads.alertsChanged([organisationId]))
+      )
   })
 
   api.route({
@@ -181,7 +190,10 @@ export const alertRoutes = (api: Api): void => {
         params.push(value)
         where.push(`${column} = $${params.length}`)
       }
-      const page = yield* Sql.use((sql) =>
+      // Cached per organisation and query (DeviceReads): dropped by every alert written or delivered.
+      const key = `alerts\u0000${principal.organisationId}\u0000${JSON.stringify(query)}`
+      const reads = yield* DeviceReads
+      const page = yield* reads.page(principal.organisationId, key, ALERT_PAGE, Sql.use((sql) =>
         listRows(sql, {
           select: alertJsonText,
           from: alertQuery.from,
@@ -190,10 +202,11 @@ export const alertRoutes = (api: Api): void => {
           where,
           params,
           timeColumn: "a.created_at"
-        }, { ...query, orderBy: alertQuery.order[query.order] })
-      )
-      // Each row is its alert's JSON already (`alertJsonText`): the page is sent as it is.
-      return new JsonText(`[${page.items.map((row) => String(row.json)).join(",")}]`, { "X-Total-Count": String(page.total) })
+        }, { ...query, orderBy: alertQuery.order[query.order] }).pipe(
+          // Each row is its alert's JSON already (`alertJsonText`): the page is sent as it is.
+          Effect.map((page) => ({ items: page.items.map((row) => String(row.json)), total: page.total }))
+        )))
+      return new JsonText(`[${page.items.join(",")}]`, { "X-Total-Count": String(page.total) })
     }
   })
 
@@ -219,6 +232,11 @@ export const alertRoutes = (api: Api): void => {
     params: idParams,
     body: z.object({ resolvedAt: z.number().int().min(0).optional(), acknowledgedAt: z.number().int().min(0).optional() }),
     response: alertSchema,
-    handler: ({ principal, params, body }) => resolveAlert(principal.organisationId, params.id, body)
+    handle: function*({ principal, params, body }) {
+      const alert = yield* resolveAlert(principal.organisationId, params.id, body)
+      // The alert's entity may be another process's: this one's pages go before it answers.
+      yield* DeviceReads.use((reads) => reads.alertsChanged([principal.organisationId]))
+      return alert
+    }
   })
 }
