@@ -80,63 +80,61 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
        * What the notifications of a batch of opened alerts need, read for the whole batch: an
        * alert storm costs a few statements and one `GetSpace` per space, not a few per alert.
        */
-      const prepare = (batch: ReadonlyArray<AlertOpened>) =>
-        Effect.gen(function*() {
-          const rules = yield* sql.query<RuleRow>(
-            "SELECT id, name, severity, type, notification_template_id FROM alert_rules WHERE id = ANY($1::text[])",
-            [[...new Set(batch.map((o) => o.alert.alertRule.id))]]
-          )
-          const templateIds = [...new Set(rules.flatMap((r) => (r.notification_template_id === null ? [] : [r.notification_template_id])))]
-          const templates = templateIds.length === 0 ? [] : yield* sql.query<TemplateRow>(
-            "SELECT id, title, body, type, webhook_url, webhook_headers, config FROM notification_templates WHERE id = ANY($1::text[])",
-            [templateIds]
-          )
-          const recipients = yield* recipientsOf([...new Set(batch.flatMap((o) => (o.alert.device?.space?.id === undefined ? [] : [o.alert.device.space.id])))])
-          const ruleById = new Map(rules.map((r) => [r.id, r]))
-          const templateById = new Map(templates.map((t) => [t.id, t]))
-          return batch.flatMap(({ organisationId, alert }) => {
-            const rule = ruleById.get(alert.alertRule.id)
-            if (rule === undefined) return []
-            const template = rule.notification_template_id === null ? undefined : templateById.get(rule.notification_template_id)
-            const spaceId = alert.device?.space?.id
-            const to = spaceId === undefined ? [] : recipients.get(spaceId) ?? []
-            // An e-mail to nobody is not sent: such alerts (the usual case of a storm of offline
-            // alerts in a space with no recipients) cost nothing past this batch.
-            if (!reachesAnyone(template === undefined ? null : { type: template.type, webhookUrl: template.webhook_url }, to)) return []
-            return [{ organisationId, alert, rule, template, recipients: to }]
-          })
+      const prepare = Effect.fnUntraced(function*(batch: ReadonlyArray<AlertOpened>) {
+        const rules = yield* sql.query<RuleRow>(
+          "SELECT id, name, severity, type, notification_template_id FROM alert_rules WHERE id = ANY($1::text[])",
+          [[...new Set(batch.map((o) => o.alert.alertRule.id))]]
+        )
+        const templateIds = [...new Set(rules.flatMap((r) => (r.notification_template_id === null ? [] : [r.notification_template_id])))]
+        const templates = templateIds.length === 0 ? [] : yield* sql.query<TemplateRow>(
+          "SELECT id, title, body, type, webhook_url, webhook_headers, config FROM notification_templates WHERE id = ANY($1::text[])",
+          [templateIds]
+        )
+        const recipients = yield* recipientsOf([...new Set(batch.flatMap((o) => (o.alert.device?.space?.id === undefined ? [] : [o.alert.device.space.id])))])
+        const ruleById = new Map(rules.map((r) => [r.id, r]))
+        const templateById = new Map(templates.map((t) => [t.id, t]))
+        return batch.flatMap(({ organisationId, alert }) => {
+          const rule = ruleById.get(alert.alertRule.id)
+          if (rule === undefined) return []
+          const template = rule.notification_template_id === null ? undefined : templateById.get(rule.notification_template_id)
+          const spaceId = alert.device?.space?.id
+          const to = spaceId === undefined ? [] : recipients.get(spaceId) ?? []
+          // An e-mail to nobody is not sent: such alerts (the usual case of a storm of offline
+          // alerts in a space with no recipients) cost nothing past this batch.
+          if (!reachesAnyone(template === undefined ? null : { type: template.type, webhookUrl: template.webhook_url }, to)) return []
+          return [{ organisationId, alert, rule, template, recipients: to }]
         })
+      })
 
       type Prepared = Effect.Success<ReturnType<typeof prepare>>[number]
 
-      const send = ({ organisationId, alert, rule, template, recipients }: Prepared) =>
-        Effect.gen(function*() {
-          const outcomes = yield* notifier.notify({
-            alert: { ...alert },
-            rule: { id: rule.id, name: rule.name, severity: rule.severity, type: rule.type },
-            device: alert.device === null ? null : { ...alert.device },
-            event: alert.event === null ? null : { name: alert.event.name, data: alert.event.data },
-            template: template === undefined ? null : {
-              title: template.title,
-              body: template.body,
-              type: template.type,
-              webhookUrl: template.webhook_url ?? undefined,
-              webhookHeaders: template.webhook_headers ?? undefined,
-              config: template.config ?? undefined
-            },
-            recipients
-          })
-          if (outcomes.length > 0) {
-            // History beside the alert's state: the entity never reads or writes this column.
-            yield* sql.query("UPDATE alerts SET notifications = notifications || $2::text::jsonb, updated_at = $3 WHERE id = $1", [
-              alert.id,
-              JSON.stringify(outcomes),
-              Date.now()
-            ])
-            // Cached pages of alerts show `notifications`: they go, in every process.
-            yield* bus.control({ type: "alerts.changed", organisationIds: [organisationId] })
-          }
-        }).pipe(Effect.catchCause((cause) => Effect.logError("alert notification failed", cause)))
+      const send = Effect.fnUntraced(function*({ organisationId, alert, rule, template, recipients }: Prepared) {
+        const outcomes = yield* notifier.notify({
+          alert: { ...alert },
+          rule: { id: rule.id, name: rule.name, severity: rule.severity, type: rule.type },
+          device: alert.device === null ? null : { ...alert.device },
+          event: alert.event === null ? null : { name: alert.event.name, data: alert.event.data },
+          template: template === undefined ? null : {
+            title: template.title,
+            body: template.body,
+            type: template.type,
+            webhookUrl: template.webhook_url ?? undefined,
+            webhookHeaders: template.webhook_headers ?? undefined,
+            config: template.config ?? undefined
+          },
+          recipients
+        })
+        if (outcomes.length > 0) {
+          // History beside the alert's state: the entity never reads or writes this column.
+          yield* sql.query("UPDATE alerts SET notifications = notifications || $2::text::jsonb, updated_at = $3 WHERE id = $1", [
+            alert.id,
+            JSON.stringify(outcomes),
+            Date.now()
+          ])
+          // Cached pages of alerts show `notifications`: they go, in every process.
+          yield* bus.control({ type: "alerts.changed", organisationIds: [organisationId] })
+        }
+      }, (effect) => effect.pipe(Effect.catchCause((cause) => Effect.logError("alert notification failed", cause))))
 
       const ready = yield* Queue.bounded<Prepared>(NOTIFY_CONCURRENCY)
       // One fiber reads for batches of what was opened; the senders take the notifications one by one.

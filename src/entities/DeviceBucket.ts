@@ -161,40 +161,39 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
     })
 
     /** A tick (this instance's timer) or a wake-up (overdue rows) at `at`: every deadline due fires. */
-    const wake = (at: number, tick: boolean) =>
-      Effect.gen(function*() {
-        const now = Math.max(yield* Clock.currentTimeMillis, at)
-        if (tick) timer.arrived(at)
-        let places: Places = new Map()
-        if (!timedRead) {
-          places = yield* activate(yield* retried(readTimed(sql, bucket), "reading deadlines"), now)
-          timedRead = true
-        }
-        const due = host.due(now)
-        if (due.length > 0) {
-          // Silent, as far as this owner knows: the rows say whether they really were.
-          places = new Map([...places, ...yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")])
-          yield* retried(rules.load(due.map((d) => d.place.organisationId)), "reading rules")
-          yield* eachBreathing(due, (device) => {
-            const found = places.get(device.id)
-            if (found === undefined) {
-              host.forget(device.id)
-              return
-            }
-            if (found.place.spaceId !== device.place.spaceId || found.place.productId !== device.place.productId) {
-              device.place = found.place
-              device.rulesVersion = -1
-            }
-            host.configure(device, now)
-            host.caughtUp(device, found.lastSeenAt)
-          })
-        }
-        // Only the devices found due can be: what their rows said moved no other deadline.
-        yield* eachBreathing(due, (device) => host.fireDue(device, now))
-        // Not waited for: the next deadlines due are decided while this step's alerts and rows go out.
-        yield* perform(now, places)
-        yield* housekeeping(now)
-      })
+    const wake = Effect.fnUntraced(function*(at: number, tick: boolean) {
+      const now = Math.max(yield* Clock.currentTimeMillis, at)
+      if (tick) timer.arrived(at)
+      let places: Places = new Map()
+      if (!timedRead) {
+        places = yield* activate(yield* retried(readTimed(sql, bucket), "reading deadlines"), now)
+        timedRead = true
+      }
+      const due = host.due(now)
+      if (due.length > 0) {
+        // Silent, as far as this owner knows: the rows say whether they really were.
+        places = new Map([...places, ...yield* retried(readPlaces(sql, due.map((d) => d.id)), "reading devices")])
+        yield* retried(rules.load(due.map((d) => d.place.organisationId)), "reading rules")
+        yield* eachBreathing(due, (device) => {
+          const found = places.get(device.id)
+          if (found === undefined) {
+            host.forget(device.id)
+            return
+          }
+          if (found.place.spaceId !== device.place.spaceId || found.place.productId !== device.place.productId) {
+            device.place = found.place
+            device.rulesVersion = -1
+          }
+          host.configure(device, now)
+          host.caughtUp(device, found.lastSeenAt)
+        })
+      }
+      // Only the devices found due can be: what their rows said moved no other deadline.
+      yield* eachBreathing(due, (device) => host.fireDue(device, now))
+      // Not waited for: the next deadlines due are decided while this step's alerts and rows go out.
+      yield* perform(now, places)
+      yield* housekeeping(now)
+    })
 
     const rulesChanged = Effect.fnUntraced(function*(organisationId: string) {
       const now = yield* Clock.currentTimeMillis

@@ -64,13 +64,12 @@ export const makeBucketOutbox = <A, R>(options: {
       yield* finish(steps, yield* Effect.exit(options.rows(steps.map((s) => s.rows))))
     })))
     return {
-      enqueue: ({ alerts, rows }) =>
-        Effect.gen(function*() {
-          const done = yield* Deferred.make<void>()
-          size++
-          yield* Queue.offer(alertLane, { alerts, rows, done })
-          return done
-        }),
+      enqueue: Effect.fnUntraced(function*({ alerts, rows }: { readonly alerts: ReadonlyArray<A>; readonly rows: R }) {
+        const done = yield* Deferred.make<void>()
+        size++
+        yield* Queue.offer(alertLane, { alerts, rows, done })
+        return done
+      }),
       size: () => size
     }
   })

@@ -56,27 +56,26 @@ export const makeDeviceOutbox = (options: {
     const outbox = yield* makeBucketOutbox({
       what: `device bucket ${options.bucket}`,
       alerts: (intents: ReadonlyArray<AlertIntent>) => retried(Effect.timeout(options.apply(intents), SEND_TIMEOUT), "sending alerts"),
-      rows: (steps: ReadonlyArray<QueuedRows>) =>
-        Effect.gen(function*() {
-          const captured = steps.flatMap((s) => s.captured)
-          if (captured.length > 0) {
-            let now = 0
-            for (const step of steps) now = Math.max(now, step.now)
-            yield* retried(writeCapturedRows(options.sql, captured, now), "writing devices").pipe(
-              Effect.ensuring(Effect.sync(() => {
-                for (const row of captured) row.device.pending--
-              }))
-            )
-            for (const row of captured) {
-              row.device.reported = row.liveness
-              row.device.reportedAt = row.livenessAt
-            }
+      rows: Effect.fnUntraced(function*(steps: ReadonlyArray<QueuedRows>) {
+        const captured = steps.flatMap((s) => s.captured)
+        if (captured.length > 0) {
+          let now = 0
+          for (const step of steps) now = Math.max(now, step.now)
+          yield* retried(writeCapturedRows(options.sql, captured, now), "writing devices").pipe(
+            Effect.ensuring(Effect.sync(() => {
+              for (const row of captured) row.device.pending--
+            }))
+          )
+          for (const row of captured) {
+            row.device.reported = row.liveness
+            row.device.reportedAt = row.livenessAt
           }
-          // After the rows: a space seeded from the store is never older than a change it was told.
-          // `SpaceChanges` merges what several steps tell one space into one message.
-          const changes = steps.flatMap((s) => s.changes)
-          if (changes.length > 0) yield* retried(Effect.timeout(options.spaceChanges.tell(changes), SEND_TIMEOUT), "telling spaces")
-        })
+        }
+        // After the rows: a space seeded from the store is never older than a change it was told.
+        // `SpaceChanges` merges what several steps tell one space into one message.
+        const changes = steps.flatMap((s) => s.changes)
+        if (changes.length > 0) yield* retried(Effect.timeout(options.spaceChanges.tell(changes), SEND_TIMEOUT), "telling spaces")
+      })
     })
     return {
       enqueue: (now, intents, rows, bySpace) =>

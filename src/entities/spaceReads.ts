@@ -36,15 +36,14 @@ export const presentSpaces = Effect.fnUntraced(function*<S extends SpaceJson>(sp
 })
 
 /** Tells each space to read its devices, settings and recipients again; a failure is logged (the write stands). */
-export const reseedSpaces = (spaceIds: Iterable<string | null | undefined>) =>
-  Effect.gen(function*() {
-    const ids = new Set<string>()
-    for (const id of spaceIds) if (id !== null && id !== undefined) ids.add(id)
-    if (ids.size === 0) return
-    const client = yield* Space.client
-    const at = Date.now()
-    yield* Effect.forEach(ids, (id) => client(id).Reseed({ at }), { concurrency: CONCURRENCY, discard: true })
-  }).pipe(Effect.catchCause((cause) => Effect.logWarning("space reseed failed", cause)))
+export const reseedSpaces = Effect.fnUntraced(function*(spaceIds: Iterable<string | null | undefined>) {
+  const ids = new Set<string>()
+  for (const id of spaceIds) if (id !== null && id !== undefined) ids.add(id)
+  if (ids.size === 0) return
+  const client = yield* Space.client
+  const at = Date.now()
+  yield* Effect.forEach(ids, (id) => client(id).Reseed({ at }), { concurrency: CONCURRENCY, discard: true })
+}, (effect) => effect.pipe(Effect.catchCause((cause) => Effect.logWarning("space reseed failed", cause))))
 
 /** The space a device is in now (none: gone, or in no space). */
 export const spacesOfDevice = (sql: SqlClient, organisationId: string, deviceId: string) =>

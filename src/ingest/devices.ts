@@ -91,21 +91,20 @@ export const makeDeviceResolver = (sql: SqlClient, created: (organisationId: str
   }
 
   /** `device.customId` finds the device, creating it on first use (API-DECISIONS "Authentication"). */
-  const deviceByCustomId = (organisationId: string, customId: string) =>
-    Effect.gen(function*() {
-      const now = Date.now()
-      // xmax is 0 on a row this statement inserted, and the locking transaction's id on one it updated.
-      const rows = yield* sql.query<{ id: string; inserted: boolean }>(
-        `INSERT INTO devices (id, organisation_id, secret_hash, name, custom_id, created_at, updated_at)
-         VALUES ($1, $2, $3, $4, $4, $5, $5)
-         ON CONFLICT (organisation_id, custom_id) WHERE custom_id IS NOT NULL DO UPDATE SET custom_id = EXCLUDED.custom_id
-         RETURNING id, xmax = 0 AS inserted`,
-        [newId("dev", now), organisationId, hashSecret(newSecret("d_sk")), customId, now]
-      )
-      if (rows[0].inserted) yield* created(organisationId)
-      remember(rows[0].id, organisationId)
-      return rows[0].id
-    })
+  const deviceByCustomId = Effect.fnUntraced(function*(organisationId: string, customId: string) {
+    const now = Date.now()
+    // xmax is 0 on a row this statement inserted, and the locking transaction's id on one it updated.
+    const rows = yield* sql.query<{ id: string; inserted: boolean }>(
+      `INSERT INTO devices (id, organisation_id, secret_hash, name, custom_id, created_at, updated_at)
+       VALUES ($1, $2, $3, $4, $4, $5, $5)
+       ON CONFLICT (organisation_id, custom_id) WHERE custom_id IS NOT NULL DO UPDATE SET custom_id = EXCLUDED.custom_id
+       RETURNING id, xmax = 0 AS inserted`,
+      [newId("dev", now), organisationId, hashSecret(newSecret("d_sk")), customId, now]
+    )
+    if (rows[0].inserted) yield* created(organisationId)
+    remember(rows[0].id, organisationId)
+    return rows[0].id
+  })
 
   const existingByCustomId = (organisationId: string, customId: string) =>
     sql.query<{ id: string }>("SELECT id FROM devices WHERE organisation_id = $1 AND custom_id = $2", [organisationId, customId]).pipe(

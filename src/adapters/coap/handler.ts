@@ -57,17 +57,15 @@ const eventReply = (event: EventJson): CoapReply => {
 
 /** `POST /events` and `POST /locations` (API-DECISIONS "CoAP"); the payload minus `accessToken` is the REST body. */
 const routes: Record<string, Route> = {
-  "/events": (principal, body) =>
-    Effect.gen(function*() {
-      const input = yield* validate(eventInput, body)
-      const event = yield* Ingest.use((ingest) => ingest.event({ principal, protocol: "coap", device: input.device, payload: input }))
-      return eventReply(event)
-    }),
-  "/locations": (principal, body) =>
-    Effect.gen(function*() {
-      const input = yield* validate(locationInput, body)
-      return created(yield* Ingest.use((ingest) => ingest.location({ principal, protocol: "coap", device: input.device, payload: input })))
-    })
+  "/events": Effect.fnUntraced(function*(principal: Principal, body: Body) {
+    const input = yield* validate(eventInput, body)
+    const event = yield* Ingest.use((ingest) => ingest.event({ principal, protocol: "coap", device: input.device, payload: input }))
+    return eventReply(event)
+  }),
+  "/locations": Effect.fnUntraced(function*(principal: Principal, body: Body) {
+    const input = yield* validate(locationInput, body)
+    return created(yield* Ingest.use((ingest) => ingest.location({ principal, protocol: "coap", device: input.device, payload: input })))
+  })
 }
 
 const acceptedFormats = new Set<string | number | undefined>([undefined, "application/json", "text/plain"])
