@@ -6,6 +6,7 @@ import { Sql } from "../../src/store/Sql.ts"
 import { BOOTSTRAP_KEY, startApp, type TestApp } from "../support/app.ts"
 import { startCore, type TestCore } from "../support/core.ts"
 import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
+import { until } from "../support/eventually.ts"
 
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
 
@@ -135,14 +136,6 @@ describe("held commands across two processes on NATS and Postgres", () => {
     await db?.drop()
   })
 
-  const until = async (check: () => Promise<boolean>) => {
-    const deadline = Date.now() + 2_000
-    while (!(await check())) {
-      if (Date.now() > deadline) throw new Error("not seen within 2 s")
-      await new Promise((resolve) => setTimeout(resolve, 10))
-    }
-  }
-
   it("a command renamed on one process no longer runs by its old slug on the other", async () => {
     const space = (await one.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Yard" } })).body.id
     const device = (await one.call("POST", "/devices", { key: BOOTSTRAP_KEY, body: { name: "gate", space: { id: space } } })).body
@@ -151,7 +144,7 @@ describe("held commands across two processes on NATS and Postgres", () => {
     const first = await runOn(two, "lift")
     expect(first.body).toMatchObject({ command: { id: cmd.id } })
     expect((await one.call("PUT", `/commands/${cmd.id}`, { key: BOOTSTRAP_KEY, body: { slug: "raise" } })).status).toBe(200)
-    await until(async () => (await runOn(two, "lift")).status === 404)
+    await until(async () => (await runOn(two, "lift")).status === 404, 2_000, "the rename on the other process")
     const run = await runOn(two, "raise")
     expect(run.status).toBe(200)
     expect(run.body.command.id).toBe(cmd.id)
