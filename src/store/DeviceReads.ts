@@ -2,7 +2,7 @@ import { Context, Effect, Layer } from "effect"
 import { Bus } from "../bus/Bus.ts"
 import type { NotFound } from "../domain/errors.ts"
 import { getOne, type Page } from "./crud.ts"
-import { deviceQuery } from "./devices.ts"
+import { type DeviceRead, deviceQuery } from "./devices.ts"
 import { Sql, type SqlError } from "./Sql.ts"
 
 /**
@@ -15,6 +15,8 @@ import { Sql, type SqlError } from "./Sql.ts"
  *   notice (a sign of life of an MQTT session was stored: src/entities/SeenSender.ts);
  * - every write to a device, space, product, place or gateway of an organisation drops that
  *   organisation's devices, here and, through a bus control message, in every other process;
+ * - a device leaving its owner's memory (`left`) drops it: its machine's row, kept with the
+ *   device (what answers its live fields while no owner holds it), was written on leaving;
  * - a read that raced an invalidation does not store what it read (a placeholder marks the
  *   read; an invalidation removes it, so the late answer finds it gone).
  *
@@ -45,14 +47,17 @@ const ALERT_TOPIC_EXTRA = "devices/".length + ALERTS_SUFFIX.length
 
 interface Entry {
   readonly organisationId: string
-  /** The device as JSON text, exactly the response body; undefined while its read is in flight. */
-  readonly json: string | undefined
+  /** The device as read, with its machine's stored row; undefined while its read is in flight. */
+  readonly device: DeviceRead | undefined
   readonly until: number
 }
 
 export interface DeviceReadsService {
-  /** The device as JSON text, from the cache or the store; another organisation's id is NotFound. */
-  json(organisationId: string, id: string): Effect.Effect<string, NotFound | SqlError>
+  /**
+   * The device as read, with its machine's stored row, from the cache or the store (the same
+   * object while cached: answers memoise their text on it); another organisation's id is NotFound.
+   */
+  read(organisationId: string, id: string): Effect.Effect<DeviceRead, NotFound | SqlError>
   /**
    * A page of a list from the cache, or from `load` (then kept, unless something was dropped
    * meanwhile). `key` names the list, the organisation and the whole query.
@@ -173,7 +178,10 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
           for (const id of message.deviceIds) entries.delete(id)
           dropPagesHolding(message.deviceIds)
           for (const organisationId of [...anySignPages.keys()]) dropIndexed(anySignPages, organisationId)
-        } else if (message.type === "devices.left") dropPagesHolding(message.deviceIds)
+        } else if (message.type === "devices.left") {
+          for (const id of message.deviceIds) entries.delete(id)
+          dropPagesHolding(message.deviceIds)
+        }
         else if (message.type === "alerts.changed") for (const id of message.organisationIds) dropIndexed(alertPages, id)
         else if (message.type === "rules.changed") dropIndexed(alertPages, message.organisationId)
       })
@@ -187,25 +195,22 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         }
       }
 
-      const json = (organisationId: string, id: string): Effect.Effect<string, NotFound | SqlError> =>
+      const read = (organisationId: string, id: string): Effect.Effect<DeviceRead, NotFound | SqlError> =>
         Effect.suspend(() => {
           const now = Date.now()
           const found = entries.get(id)
-          if (found !== undefined && found.json !== undefined && found.until > now && found.organisationId === organisationId) {
-            return Effect.succeed(found.json)
+          if (found !== undefined && found.device !== undefined && found.until > now && found.organisationId === organisationId) {
+            return Effect.succeed(found.device)
           }
-          const mark: Entry = { organisationId, json: undefined, until: now + TTL_MS }
-          if (found === undefined || found.json !== undefined) {
+          const mark: Entry = { organisationId, device: undefined, until: now + TTL_MS }
+          if (found === undefined || found.device !== undefined) {
             if (entries.size >= MAX_ENTRIES) evict()
             entries.set(id, mark)
           }
           return getOne(sql, deviceQuery, organisationId, id).pipe(
-            Effect.map(({ stored: _, ...device }) => {
-              // Without the machine's row: that changes with no invalidation here, so it is read per request.
-              const text = JSON.stringify(device)
-              if (entries.get(id) === mark) entries.set(id, { organisationId, json: text, until: mark.until })
-              return text
-            }),
+            Effect.tap((device) => Effect.sync(() => {
+              if (entries.get(id) === mark) entries.set(id, { organisationId, device, until: mark.until })
+            })),
             Effect.tapError(() => Effect.sync(() => entries.get(id) === mark && entries.delete(id)))
           )
         })
@@ -252,7 +257,7 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
         })
 
       return DeviceReads.of({
-        json,
+        read,
         page,
         changed: (organisationId) =>
           Effect.andThen(
@@ -261,7 +266,10 @@ export class DeviceReads extends Context.Service<DeviceReads, DeviceReadsService
           ),
         left: (deviceIds) =>
           deviceIds.length === 0 ? Effect.void : Effect.andThen(
-            Effect.sync(() => dropPagesHolding(deviceIds)),
+            Effect.sync(() => {
+              for (const id of deviceIds) entries.delete(id)
+              dropPagesHolding(deviceIds)
+            }),
             bus.control({ type: "devices.left", deviceIds })
           ),
         alertsChanged: (organisationIds) =>

@@ -83,6 +83,16 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
     const listed = (await call("GET", `/devices?space.id=${home}&limit=200`)).body.find((d: { id: string }) => d.id === device.id)
     expect(listed).toEqual(alone)
     expect(Object.keys(listed)).not.toContain("stored")
+    // The row is kept with the cached read; the next time the device leaves memory its owner
+    // writes the row again and says so (`left`), and the read shows the new row at once.
+    await Effect.runPromise(sql.query(
+      "UPDATE device_actors SET snapshot = $2::text::jsonb, liveness = 'online', liveness_at = 9000 WHERE device_id = $1",
+      [device.id, JSON.stringify({ status: "active", value: "online", context: { deviceId: device.id, lastSeenAt: 8000 } })]
+    ))
+    expect((await call("GET", `/devices/${device.id}`)).body).toEqual(alone)
+    await Effect.runPromise(Context.get(t.context, DeviceReads).left([device.id]))
+    const after = (await call("GET", `/devices/${device.id}`)).body
+    expect(after).toMatchObject({ id: device.id, lastSeenAt: 8000, live: { isOnline: true, state: "online", lastSeenAt: 8000 } })
   })
 
   const pages = () => Context.get(t.context, DeviceReads).pages()

@@ -40,11 +40,15 @@ import { registerResource } from "./resources.ts"
 
 const forgetCredentials = Auth.use((auth) => auth.forget())
 /** The device with its live fields from its owner (the rest from the cached read). */
-const readDevice = (organisationId: string, id: string) =>
-  DeviceReads.use((reads) => reads.json(organisationId, id)).pipe(
-    Effect.flatMap((text) => withLive([JSON.parse(text) as DeviceJson])),
-    Effect.map(([device]) => device)
-  )
+/**
+ * One device as JSON text: its cached read (the same object while cached, so its head is
+ * stringified once) and its live fields, from its owner or the stored row kept with it.
+ */
+const readDevice = Effect.fnUntraced(function*(organisationId: string, id: string) {
+  const device = yield* DeviceReads.use((reads) => reads.read(organisationId, id))
+  const [live] = yield* DeviceOwners.use((owners) => owners.liveOf([device]))
+  return new JsonText(`${deviceHead(device)},"lastSeenAt":${live.lastSeenAt},"live":${JSON.stringify(live.live)}}`)
+})
 /**
  * A device's JSON without its live fields and the closing brace, memoised per device read: a
  * cached page answers the same objects again, so each is stringified once, not per request.
