@@ -1,11 +1,11 @@
-import { Cause, Context, Data, Effect, Exit, Layer } from "effect"
+import { Cause, Context, Effect, Exit, Layer } from "effect"
 import type { Principal } from "../auth/Principal.ts"
 import { Bus } from "../bus/Bus.ts"
 import { Activity } from "./Activity.ts"
-import { makeCommandDirectory } from "./commands.ts"
-import { makeDeviceResolver } from "./devices.ts"
+import { makeCommandRuns } from "./commandRuns.ts"
+import { gone, makeDeviceResolver } from "./devices.ts"
 import { DeviceReads } from "../store/DeviceReads.ts"
-import { commandRunTopic, eventTopic, locationTopic } from "../bus/topics.ts"
+import { eventTopic, locationTopic } from "../bus/topics.ts"
 import { Forbidden, InvalidInput, NotFound, PayloadTooLarge, type Unavailable } from "../domain/errors.ts"
 import { newId } from "../domain/ids.ts"
 import { energyReadingOf, isEnergyKind } from "../energy/readings.ts"
@@ -81,18 +81,7 @@ export interface IngestService {
 /** JSON text over the data limit in UTF-8 bytes; the byte count is taken only when it could be. */
 const tooLarge = (text: string) => text.length * 3 > MAX_EVENT_DATA_BYTES && Buffer.byteLength(text) > MAX_EVENT_DATA_BYTES
 
-/** SQLSTATE foreign_key_violation: the row's device was deleted after it was resolved. */
-const FOREIGN_KEY_VIOLATION = "23503"
 
-/**
- * A write whose device (or command) was deleted after it was resolved, by another request or
- * process, is the client's unknown id (404 / refused publish / 4.04), not a failure of the store.
- */
-const gone = (resource: string, id: string) => <E extends { readonly _tag: string }>(e: E): E | NotFound =>
-  e._tag === "SqlError" && "code" in e && e.code === FOREIGN_KEY_VIOLATION ? new NotFound({ resource, id }) : e
-
-/** A run's command, held by this process, was gone from the store: it is looked up again once. */
-class StaleCommand extends Data.TaggedError("StaleCommand")<{ readonly notFound: NotFound }> {}
 
 /** Counts an event's outcome (`voltaic_events_ingested_total`); an interruption is not one. */
 const countEventExit = (protocol: Protocol, exit: Exit.Exit<unknown, { readonly _tag: string }>) => {
@@ -116,16 +105,13 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
       const reads = yield* DeviceReads
       // A device created by its first event is one more in its organisation's lists.
       const { resolveDevice, knownDevice, forget } = makeDeviceResolver(sql, (organisationId) => reads.changed(organisationId))
-      const commands = makeCommandDirectory(sql)
-      yield* bus.onControl((message) => {
-        if (message.type === "commands.changed") commands.forgetOrganisation(message.organisationId)
-      })
 
       const dataText = (data: unknown) => {
         if (data === undefined) return Effect.succeed(null)
         const text = JSON.stringify(data)
         return tooLarge(text) ? Effect.fail(new PayloadTooLarge({ limit: MAX_EVENT_DATA_BYTES })) : Effect.succeed(text)
       }
+      const { runCommand, commandsChanged, forgetCommands } = yield* makeCommandRuns({ sql, writer, bus, resolveDevice, dataText })
 
       const event: IngestService["event"] = Effect.fnUntraced(function*(envelope: Envelope<EventInput & { readonly file?: EventFile | undefined }>) {
         const input = envelope.payload
@@ -235,97 +221,6 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         return json
       })
 
-      /**
-       * The command a run names, from the directory (`fresh`: from the store). The id decides;
-       * a slug or device given with it must agree rather than be ignored.
-       */
-      const commandOf = Effect.fnUntraced(function*(principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) {
-        const input = envelope.payload
-        if (input.id !== undefined) {
-          const command = yield* commands.byId(principal.organisationId, input.id, fresh)
-          if (command === undefined) return yield* new NotFound({ resource: "command", id: input.id })
-          if (input.slug !== undefined && input.slug !== command.slug) {
-            return yield* new InvalidInput({ field: "slug", message: `slug: command ${command.id} has slug ${command.slug}, not ${input.slug}` })
-          }
-          if (envelope.device !== undefined && (envelope.device.id !== undefined || envelope.device.customId !== undefined)) {
-            const named = yield* resolveDevice(principal, envelope.device, false)
-            if (named !== command.deviceId) {
-              return yield* new InvalidInput({ field: "device", message: `device: command ${command.id} belongs to device ${command.deviceId}, not ${named}` })
-            }
-          }
-          return command
-        }
-        if (input.slug === undefined) {
-          return yield* new InvalidInput({ field: "slug", message: "slug: is required (or the command id)" })
-        }
-        const deviceId = yield* resolveDevice(principal, envelope.device, false)
-        const command = yield* commands.bySlug(principal.organisationId, deviceId, input.slug, fresh)
-        if (command === undefined) return yield* new NotFound({ resource: "command", id: `${input.slug} of device ${deviceId}` })
-        return command
-      })
-
-      const runOnce = Effect.fnUntraced(function*(principal: Principal, envelope: Envelope<CommandRunInput>, fresh: boolean) {
-        const command = yield* commandOf(principal, envelope, fresh)
-        if (principal.kind === "app" && principal.readOnly) return yield* new Forbidden({ message: "this application key is read-only" })
-        const input = envelope.payload
-        const data = yield* dataText(input.data)
-        const now = Date.now()
-        const run: CommandRunJson = {
-          id: newId("cmd", now),
-          slug: command.slug,
-          data: input.data ?? null,
-          device: { id: command.deviceId },
-          timestamp: now
-        }
-        // Stored first, like every acknowledged write: a retried run (back-pressure) is then
-        // never delivered twice. Group commit keeps this to a few milliseconds.
-        yield* Effect.mapError(writer.write({
-          _tag: "run",
-          row: {
-            id: run.id,
-            organisationId: principal.organisationId,
-            commandId: command.id,
-            deviceId: command.deviceId,
-            data,
-            timestamp: now,
-            protocol: envelope.protocol
-          }
-        }), (e) => {
-          const mapped = gone("command", command.id)(e)
-          // A held command that is gone: it may have been deleted (and one of the same slug made) elsewhere.
-          if (mapped._tag !== "NotFound" || fresh) return mapped
-          commands.drop(command.id)
-          return new StaleCommand({ notFound: mapped })
-        })
-        yield* bus.deliver({
-          organisationId: principal.organisationId,
-          deviceId: command.deviceId,
-          topic: commandRunTopic(command.deviceId, command.slug),
-          payload: JSON.stringify(run)
-        })
-        return { ...run, command: { id: command.id } }
-      })
-
-      const runCommand: IngestService["runCommand"] = (envelope) => {
-        const principal = envelope.principal
-        if (principal.kind === "device") {
-          return Effect.fail(new Forbidden({ message: "a device key receives commands; it cannot run them" }))
-        }
-        if (principal.kind === "management") {
-          return Effect.fail(new Forbidden({ message: "a management token serves the user-management interface only" }))
-        }
-        return runOnce(principal, envelope, false).pipe(
-          Effect.catchTag("StaleCommand", () =>
-            runOnce(principal, envelope, true).pipe(Effect.catchTag("StaleCommand", (stale) => Effect.fail(stale.notFound))))
-        )
-      }
-
-      const commandsChanged: IngestService["commandsChanged"] = (organisationId) =>
-        Effect.andThen(
-          Effect.sync(() => commands.forgetOrganisation(organisationId)),
-          bus.control({ type: "commands.changed", organisationId })
-        )
-
       return Ingest.of({
         event,
         submitEvent,
@@ -334,7 +229,7 @@ export class Ingest extends Context.Service<Ingest, IngestService>()("voltaic/in
         commandsChanged,
         forgetDevices: () => {
           forget()
-          commands.clear()
+          forgetCommands()
         }
       })
     })

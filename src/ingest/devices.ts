@@ -7,6 +7,16 @@ import type { SqlClient } from "../store/Sql.ts"
 import type { IngestError } from "./Ingest.ts"
 import type { DeviceRef } from "./schemas.ts"
 
+/** SQLSTATE foreign_key_violation: the row's device was deleted after it was resolved. */
+const FOREIGN_KEY_VIOLATION = "23503"
+
+/**
+ * A write whose device (or command) was deleted after it was resolved, by another request or
+ * process, is the client's unknown id (404 / refused publish / 4.04), not a failure of the store.
+ */
+export const gone = (resource: string, id: string) => <E extends { readonly _tag: string }>(e: E): E | NotFound =>
+  e._tag === "SqlError" && "code" in e && e.code === FOREIGN_KEY_VIOLATION ? new NotFound({ resource, id }) : e
+
 /** Device ids seen recently → their organisation: most traffic names the same devices again. */
 const OWNER_CACHE_MAX = 100_000
 
