@@ -35,6 +35,12 @@ import { Sql, type SqlError } from "./Sql.ts"
  * - a device leaving its owner's memory drops the pages holding it (`left`): its row, written on
  *   the way out, is what answers for it from then on; while an owner holds it the owner answers;
  * - a page read while anything was dropped is not stored (an epoch counts the drops).
+ *
+ * Pages of `GET /spaces` keep the stored spaces (their live counts are asked of the entities per
+ * answer): a write to a space or to its alert recipients, and a member removed (taking its
+ * subscriptions along), drop the organisation's pages as a device write does. Nothing else
+ * changes what they show: users and organisations are not renamed. A rename added later must
+ * call `changed` for every organisation of the user.
  */
 const TTL_MS = 30_000
 const MAX_ENTRIES = 50_000
@@ -68,7 +74,10 @@ export interface DeviceReadsService {
     holds: PageHolds<T>,
     load: Effect.Effect<Page<T>, E, R>
   ): Effect.Effect<Page<T>, E, R>
-  /** Something an organisation's devices embed changed, or it has a device more: drop them in every process. */
+  /**
+   * Something an organisation's devices or spaces show changed, or it has a device more: drop
+   * its entries and pages in every process.
+   */
   changed(organisationId: string): Effect.Effect<void>
   /** These devices left their owner's memory, their rows written: drop the pages holding them, in every process. */
   left(deviceIds: ReadonlyArray<string>): Effect.Effect<void>

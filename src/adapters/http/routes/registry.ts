@@ -11,12 +11,12 @@ import { DeviceOwners } from "../../../entities/DeviceOwners.ts"
 import { gatewayQuery, gatewaysTable } from "../../../store/gateways.ts"
 import { placeQuery, placesTable } from "../../../store/places.ts"
 import { productQuery, productsTable } from "../../../store/products.ts"
-import { spaceQuery, spacesTable } from "../../../store/spaces.ts"
+import { type SpaceJson, spaceQuery, spacesTable } from "../../../store/spaces.ts"
 import { Sql } from "../../../store/Sql.ts"
 import { idParams } from "../params.ts"
 import { type Api, JsonText } from "../route.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
-import { presentSpaces, spacesOfDevice, spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
+import { liveOfSpaces, presentSpaces, spacesOfDevice, spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { devicesChanged } from "./resources.ts"
 import {
   createDeviceBody,
@@ -39,7 +39,6 @@ import {
 import { registerResource } from "./resources.ts"
 
 const forgetCredentials = Auth.use((auth) => auth.forget())
-/** The device with its live fields from its owner (the rest from the cached read). */
 /**
  * One device as JSON text: its cached read (the same object while cached, so its head is
  * stringified once) and its live fields, from its owner or the stored row kept with it.
@@ -63,6 +62,23 @@ const deviceHead = (device: DeviceJson & { readonly stored?: unknown }): string 
   heads.set(device, head)
   return head
 }
+/**
+ * A space's JSON around its live counts, memoised per space read as `heads` is: what precedes
+ * `live` (the stored fields up to `updatedAt`) and what follows it (`alertUsers`, the closing brace).
+ */
+const spaceParts = new WeakMap<object, readonly [string, string]>()
+const spaceText = (space: SpaceJson, live: { readonly devicesOnline: number; readonly devicesOffline: number; readonly openAlerts: number }): string => {
+  let parts = spaceParts.get(space)
+  if (parts === undefined) {
+    const { alertUsers, live: _, ...rest } = space
+    parts = [JSON.stringify(rest).slice(0, -1), alertUsers === undefined ? "}" : `,"alertUsers":${JSON.stringify(alertUsers)}}`]
+    spaceParts.set(space, parts)
+  }
+  return `${parts[0]},"live":{"devicesOnline":${live.devicesOnline},"devicesOffline":${live.devicesOffline},"openAlerts":${live.openAlerts}}${parts[1]}`
+}
+/** No device's sign of life changes a page of spaces (their live counts are read per answer). */
+const noDevices = (): ReadonlyArray<string> => []
+
 const withLive = (devices: ReadonlyArray<DeviceJson>) => DeviceOwners.use((owners) => owners.withLive(devices))
 const forgetDevice = Effect.andThen(forgetCredentials, Ingest.use((ingest) => Effect.sync(() => ingest.forgetDevices())))
 
@@ -161,6 +177,16 @@ export const registryRoutes = (api: Api): void => {
     updateBody: updateSpaceBody,
     filters: { country: "country" },
     listAccess: "directory",
+    // A page keeps the stored spaces; any write to a space or its alert recipients drops the
+    // organisation's pages (`devicesChanged`). The live counts come from the entities per answer.
+    cachedList: (organisationId, key, _order, load) =>
+      DeviceReads.use((reads) => reads.page(organisationId, `spaces ${key}`, { devices: noDevices, anySign: false }, load)),
+    renderList: (page) =>
+      Effect.map(liveOfSpaces(page.items.map((space) => space.id)), (lives) =>
+        new JsonText(
+          `{"spaces":[${page.items.map((space, i) => spaceText(space, lives[i])).join(",")}],"count":${page.total}}`,
+          { "X-Total-Count": String(page.total) }
+        )),
     // Its timezone (the entity holds it) changed, or it was deleted.
     spacesOf: (_sql, _organisationId, id) => Effect.succeed([id]),
     present: presentSpaces

@@ -25,6 +25,7 @@ import { Sql } from "../../../store/Sql.ts"
 import { intParam, listParams, sortParam } from "../params.ts"
 import { type Api, listReply } from "../route.ts"
 import { spaceSchema } from "../schemas.ts"
+import { devicesChanged } from "./resources.ts"
 
 const teamRef = z.object({ id: z.string(), name: z.string(), isAdmin: z.boolean() })
 const organisationUserSchema = z.object({
@@ -166,7 +167,8 @@ export const userRoutes = (api: Api): void => {
       const spaces = yield* spacesOfRecipient(sql, params.organisationUserId)
       yield* sql.transaction((tx) => removeOrganisationUser(tx, principal.organisationId, params.organisationUserId))
       yield* forget
-      // Its alert subscriptions went with it.
+      // Its alert subscriptions went with it: cached pages of spaces list it no more.
+      if (spaces.length > 0) yield* devicesChanged(principal.organisationId)
       yield* reseedSpaces(spaces)
       return { removed: true }
     }
@@ -282,6 +284,7 @@ export const userRoutes = (api: Api): void => {
     handle: function*({ principal, params }) {
       const sql = yield* Sql
       yield* addSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
+      yield* devicesChanged(principal.organisationId)
       return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
     }
   })
@@ -297,6 +300,7 @@ export const userRoutes = (api: Api): void => {
     handle: function*({ principal, params }) {
       const sql = yield* Sql
       yield* removeSpaceAlertUser(sql, principal.organisationId, params.id, params.organisationUserId)
+      yield* devicesChanged(principal.organisationId)
       return yield* presentSpace(yield* getOne(sql, spaceQuery, principal.organisationId, params.id))
     }
   })
