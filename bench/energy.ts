@@ -19,7 +19,8 @@
  * BENCH_IN_FLIGHT requests (2), BENCH_ITERATIONS per query (30), BENCH_RAW_SECONDS time box
  * of each raw-readings case (20), BENCH_PG_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
  * BENCH_WATCHDOG_MINUTES (30, or half a minute per million readings loaded if more),
- * BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ * BENCH_NO_RECORD (set: do not append to RESULTS.md), BENCH_CPU_PROF (a directory: run the Voltaic
+ * servers with `--cpu-prof` into it).
  *
  * 100M readings on Postgres (`npm run bench:energy:100m`): BENCH_TARGETS=postgres
  * BENCH_DEVICES=10000 BENCH_SPACES=100 BENCH_BATCH=100000 — ten times the devices over the same
@@ -132,7 +133,8 @@ const startServer = async (
   cleanup: () => Promise<void>
 ): Promise<Target> => {
   const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
-  const child = node(`voltaic (${name})`, [...serverNodeFlags, "--import", "tsx", "src/main.ts"], env)
+  const profile = process.env.BENCH_CPU_PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`]
+  const child = node(`voltaic (${name})`, [...serverNodeFlags, ...profile, "--import", "tsx", "src/main.ts"], env)
   const close = onShutdown(async () => {
     await stop(child, 10_000)
     await cleanup()

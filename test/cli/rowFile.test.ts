@@ -90,6 +90,23 @@ describe("parseImportText: one row by the HTTP import's rules", () => {
       }
     })
     expect(parseImportText("electricity", JSON.stringify(rows[2]), 2)).toBeInstanceOf(InvalidInput)
+  })
+
+  it("refuses a row nested a million levels deep, as an array body, NDJSON and one row, naming the row", () => {
+    const ok = JSON.stringify({ device, timestamp: 1, value: 1 })
+    const deep = `{"device":"${device}","timestamp":1,"value":1,"deep":${"[".repeat(1_000_000)}${"]".repeat(1_000_000)}}`
+    const levels = (field: string) => field.split("[0]").length - 1
+    for (const body of [`[${ok},${deep}]`, `${ok}\n\n${deep}\n`]) {
+      const refused = parseImportBody("electricity", body)
+      expect(refused).toBeInstanceOf(InvalidInput)
+      const { field, message } = refused as InvalidInput
+      expect(field.startsWith("rows[1].deep[0]")).toBe(true)
+      // The row is level 1, its "deep" level 2: the first level past 64 is refused.
+      expect(levels(field)).toBe(62)
+      expect(message).toBe(`${field}: must be at most 64 levels deep`)
+    }
+    const one = parseImportText("electricity", deep, 1)
+    expect(one).toEqual(parseImportBody("electricity", `[${ok},${deep}]`))
     expect(parseImportText("electricity", "{oops", 7)).toMatchObject({ field: "rows[7]" })
   })
 })
