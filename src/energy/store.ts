@@ -108,6 +108,16 @@ const INSERT_EVENT_READINGS = `INSERT INTO energy_readings (timestamp, series_id
   SELECT * FROM unnest($1::text::int8[], $2::text::int4[], $3::text::numeric[], $4::text::text[])`
 
 /**
+ * A bulk import's readings go by COPY where the client has it (Postgres, in a transaction): at
+ * 100,000 rows a batch (10,000 series, ten rows each, into the indexed table) Postgres took
+ * 266 ms against 329 ms for INSERT … unnest, alone on this machine. Events (group commit) keep
+ * the INSERT: their batches are small, and a refused COPY hides the row's own error code
+ * (Sql.ts), which the writer's retry of a failed batch reads.
+ */
+const COPY_FROM_ROWS = 1_000
+const COPY_READINGS = "COPY energy_readings (timestamp, series_id, quantity) FROM STDIN"
+
+/**
  * The rollup rows, summed and sorted by (series, bucket) by `Rollup`: the database only
  * inserts or adds, and takes row locks in one order in every transaction (daily rows, then
  * hourly ones, each in key order), so concurrent writers wait for each other, never deadlock.
@@ -213,13 +223,19 @@ export const writeReadings = Effect.fnUntraced(function*(
     }
   }
   const rows = insertionOrder(group, seriesOfGroup.map((s) => s.device), timestamps)
-  const columns = [
-    plainArray(rows.map((i) => timestamps[i])),
-    plainArray(rows.map((i) => seriesOfGroup[group[i]].device)),
-    plainArray(rows.map((i) => quantities[i]))
-  ]
-  if (withEvents) yield* tx.query(INSERT_EVENT_READINGS, [...columns, textArray(rows.map((i) => stored[i].eventId))])
-  else yield* tx.query(INSERT_READINGS, columns)
+  if (placement !== undefined && !withEvents && tx.copyIn !== undefined && n >= COPY_FROM_ROWS) {
+    let text = ""
+    for (const i of rows) text += `${timestamps[i]}\t${seriesOfGroup[group[i]].device}\t${quantities[i]}\n`
+    yield* tx.copyIn(COPY_READINGS, text)
+  } else {
+    const columns = [
+      plainArray(rows.map((i) => timestamps[i])),
+      plainArray(rows.map((i) => seriesOfGroup[group[i]].device)),
+      plainArray(rows.map((i) => quantities[i]))
+    ]
+    if (withEvents) yield* tx.query(INSERT_EVENT_READINGS, [...columns, textArray(rows.map((i) => stored[i].eventId))])
+    else yield* tx.query(INSERT_READINGS, columns)
+  }
   yield* tx.query(UPSERT_ROLLUPS, [...hourly.columns(), ...daily.columns()])
   return { stored: n, baselines }
 })

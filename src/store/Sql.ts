@@ -29,6 +29,12 @@ export interface SqlClient {
   exec(text: string): Effect.Effect<void, SqlError>
   /** Runs `f` in one transaction; any failure or defect of `f` rolls it back. */
   transaction<A, E, R>(f: (tx: SqlClient) => Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R>
+  /**
+   * Rows by `COPY <table> (<columns>) FROM STDIN` (`statement`), `text` in COPY's text format
+   * (a line per row, tab-separated, `\N` for null): Postgres, inside a transaction only
+   * (undefined elsewhere). Its failure aborts the transaction.
+   */
+  readonly copyIn?: (statement: string, text: string) => Effect.Effect<void, SqlError>
   /** The embedded database itself (PGlite only): the cluster's `SqlClient` shares it. */
   readonly embedded?: EmbeddedDb | undefined
 }
@@ -165,10 +171,42 @@ const postgresClient = (sql: PostgresSql | TransactionSql, root: PostgresSql | u
     transaction: (f) =>
       root === undefined
         ? f(self)
-        : bridgeTransaction((body) => root.begin((tx) => body(postgresClient(tx, undefined, link))) as Promise<never>, f, link.failed)
+        : bridgeTransaction((body) => root.begin((tx) => body(postgresClient(tx, undefined, link))) as Promise<never>, f, link.failed),
+    copyIn: root === undefined ? (statement, text) => copyIn(sql, statement, text, link) : undefined
   }
   return self
 }
+
+/**
+ * `COPY … FROM STDIN` in a transaction. postgres.js settles its writable neither way when the
+ * server refuses the COPY after the data ended (porsager/postgres#1173, unfixed in 3.4.9): the
+ * caller would wait for ever with the transaction open. So the end is taken when the data is
+ * sent (the stream's `_final`, where postgres.js sends CopyDone), and a statement sent right
+ * behind the COPY answers for it: it fails when the COPY failed (the transaction is aborted,
+ * 25P02) or the connection was lost. A refusal while the data is still going fails the stream.
+ */
+const copyIn = (sql: PostgresSql | TransactionSql, statement: string, text: string, link: PostgresLink) =>
+  Effect.tryPromise({
+    try: async () => {
+      const writable = await sql.unsafe(statement).writable()
+      await new Promise<void>((resolve, reject) => {
+        writable.on("error", reject)
+        const final = writable._final.bind(writable)
+        writable._final = (callback) => {
+          final(callback)
+          resolve()
+        }
+        writable.end(text)
+      })
+      try {
+        await sql.unsafe("SELECT 1")
+      } catch (cause) {
+        const error = link.failed(cause)
+        throw error.code === "25P02" ? new SqlError({ code: error.code, message: `${statement.split(" FROM")[0]} failed: the transaction was aborted`, cause }) : error
+      }
+    },
+    catch: (cause) => cause instanceof SqlError ? cause : link.failed(cause)
+  })
 
 /** int8 → JS number: every bigint column holds epoch milliseconds or a count, far below 2^53. */
 const int8AsNumber = {
