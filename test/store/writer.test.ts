@@ -189,7 +189,9 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
 
   it("writes locations and command runs in the same batches", async () => {
     const writer = makeWriter(sql)
-    await Effect.runPromise(sql.query("INSERT INTO commands (id, organisation_id, device_id, name, slug, created_at, updated_at) VALUES ('cmd_w', 'org_w', 'dev_w', 'c', 'c', 1, 1)"))
+    await Effect.runPromise(sql.query(
+      "INSERT INTO commands (id, organisation_id, device_id, name, slug, created_at, updated_at) VALUES ('cmd_w', 'org_w', 'dev_w', 'c', 'c', 1, 1) ON CONFLICT DO NOTHING"
+    ))
     await Promise.all([
       Effect.runPromise(writer.service.write({
         _tag: "location",
@@ -204,5 +206,24 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     expect(loc.latitude).toBe("1.25")
     const [run] = await Effect.runPromise(sql.query<{ data: unknown }>("SELECT data FROM command_runs WHERE id = 'cmd_run1'"))
     expect(run.data).toEqual({ x: 1 })
+  })
+
+  it("writes batches of command runs alone (one statement each), a run of a command gone failing alone", async () => {
+    const writer = makeWriter(sql)
+    await Effect.runPromise(sql.query(
+      "INSERT INTO commands (id, organisation_id, device_id, name, slug, created_at, updated_at) VALUES ('cmd_w', 'org_w', 'dev_w', 'c', 'c', 1, 1) ON CONFLICT DO NOTHING"
+    ))
+    const run = (id: string, commandId: string) =>
+      Effect.runPromiseExit(writer.service.write({
+        _tag: "run",
+        row: { id, organisationId: "org_w", commandId, deviceId: "dev_w", data: null, timestamp: 2, protocol: "mqtt" }
+      }))
+    // The first goes at once, alone; the rest wait for it and go together.
+    const exits = await Promise.all([run("cmd_run2", "cmd_w"), run("cmd_run3", "cmd_w"), run("cmd_run4", "cmd_gone"), run("cmd_run5", "cmd_w")])
+    expect(exits.map(Exit.isSuccess)).toEqual([true, true, false, true])
+    const refused = exits[2]
+    expect(Exit.isFailure(refused) && refused.cause.reasons.some((r) => r._tag === "Fail" && r.error._tag === "SqlError" && r.error.code === "23503")).toBe(true)
+    const rows = await Effect.runPromise(sql.query<{ id: string; data: unknown }>("SELECT id, data FROM command_runs WHERE id IN ('cmd_run2', 'cmd_run3', 'cmd_run4', 'cmd_run5') ORDER BY id"))
+    expect(rows).toEqual([{ id: "cmd_run2", data: null }, { id: "cmd_run3", data: null }, { id: "cmd_run5", data: null }])
   })
 })
