@@ -263,6 +263,9 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
 
     await call("DELETE", `/spaces/${space.id}`)
     expect(await item()).toBeUndefined()
+    // A space created shows in the cached page at once.
+    const added = (await call("POST", "/spaces", { name: "Cellar" })).body
+    expect((await call("GET", list)).body.spaces.map((s: SpaceItem) => s.id)).toContain(added.id)
   })
 
   it("holds at most 20,000 items in pages, the oldest pages going first", async () => {
