@@ -141,15 +141,12 @@ const onlyRuns = (items: ReadonlyArray<WriteItem>): Array<CommandRunRow> | undef
   return runs
 }
 
-const runColumns = (runs: ReadonlyArray<CommandRunRow>) => [
-  runs.map((r) => r.id),
-  runs.map((r) => r.organisationId),
-  runs.map((r) => r.commandId),
-  runs.map((r) => r.deviceId),
-  runs.map((r) => r.data),
-  runs.map((r) => r.timestamp),
-  runs.map((r) => r.protocol)
-]
+/** One array per field, in the order of `keys`: the parameters of an `unnest` insert. */
+const columnsOf = <T>(rows: ReadonlyArray<T>, keys: ReadonlyArray<keyof T>) => keys.map((key) => rows.map((row) => row[key]))
+
+const EVENT_COLUMNS = ["id", "organisationId", "deviceId", "name", "data", "timestamp", "receivedAt", "protocol"] as const
+const RUN_COLUMNS = ["id", "organisationId", "commandId", "deviceId", "data", "timestamp", "protocol"] as const
+const LOCATION_COLUMNS = ["id", "organisationId", "deviceId", "latitude", "longitude", "altitude", "timestamp", "receivedAt", "protocol"] as const
 
 /**
  * One transaction for a batch: multi-row inserts by `unnest` (one prepared statement each) and
@@ -163,7 +160,7 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
     return Effect.asVoid(sql.query(INSERT_EVENTS_TOUCH, [eventsDocument(plain), seenDocument(lastSeen(items))]))
   }
   const runsOnly = onlyRuns(items)
-  if (runsOnly !== undefined) return Effect.asVoid(sql.query(INSERT_RUNS, runColumns(runsOnly)))
+  if (runsOnly !== undefined) return Effect.asVoid(sql.query(INSERT_RUNS, columnsOf(runsOnly, RUN_COLUMNS)))
   return sql.transaction((tx) =>
     Effect.gen(function*() {
       const events: Array<EventRow> = []
@@ -177,14 +174,7 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
       const seen = lastSeen(items)
       if (events.length > 0) {
         yield* tx.query(INSERT_EVENTS, [
-          events.map((e) => e.id),
-          events.map((e) => e.organisationId),
-          events.map((e) => e.deviceId),
-          events.map((e) => e.name),
-          events.map((e) => e.data),
-          events.map((e) => e.timestamp),
-          events.map((e) => e.receivedAt),
-          events.map((e) => e.protocol),
+          ...columnsOf(events, EVENT_COLUMNS),
           // Sent as text: postgres.js encodes a boolean array with the scalar type.
           events.map((e) => String(e.file !== undefined))
         ])
@@ -201,19 +191,9 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
         if (readings.length > 0) yield* writeReadings(tx, readings, "arrival")
       }
       if (locations.length > 0) {
-        yield* tx.query(INSERT_LOCATIONS, [
-          locations.map((l) => l.id),
-          locations.map((l) => l.organisationId),
-          locations.map((l) => l.deviceId),
-          locations.map((l) => l.latitude),
-          locations.map((l) => l.longitude),
-          locations.map((l) => l.altitude),
-          locations.map((l) => l.timestamp),
-          locations.map((l) => l.receivedAt),
-          locations.map((l) => l.protocol)
-        ])
+        yield* tx.query(INSERT_LOCATIONS, columnsOf(locations, LOCATION_COLUMNS))
       }
-      if (runs.length > 0) yield* tx.query(INSERT_RUNS, runColumns(runs))
+      if (runs.length > 0) yield* tx.query(INSERT_RUNS, columnsOf(runs, RUN_COLUMNS))
       if (seen.size > 0) yield* touchDevices(tx, seen)
     })
   )
