@@ -50,8 +50,12 @@ describe.each(["pglite", "postgres"] as const)("voltaic doctor and migrate on a 
       `The schema is current (${MIGRATIONS.length} migrations, the last ${MIGRATIONS.at(-1)}).`
     ])
 
-    const after = await runCli(["doctor"], env)
-    expect(after.stderr).toBe("")
+    // Ports picked again: other suites running meanwhile bind port 0 too, and a pick made before
+    // migrate may be taken by then. (A full run once failed here with one ✗ the assertion did not
+    // show; it now shows doctor's output.)
+    const ports = await freePorts()
+    const after = await runCli(["doctor"], { ...env, ...ports })
+    expect(after.stderr, after.stdout).toBe("")
     expect(after.code).toBe(0)
     const lines = linesOf(after.stdout)
     expect(lines.map((l) => l.split(":")[0])).toEqual([
@@ -67,8 +71,8 @@ describe.each(["pglite", "postgres"] as const)("voltaic doctor and migrate on a 
       "✓ NATS_URL",
       "! TLS_CERT_FILE"
     ])
-    expect(lines).toContain(`✓ PORT: 127.0.0.1:${env.PORT} is free`)
-    expect(lines).toContain(`✓ COAP_PORT: 127.0.0.1:${env.COAP_PORT} (UDP) is free`)
+    expect(lines).toContain(`✓ PORT: 127.0.0.1:${ports.PORT} is free`)
+    expect(lines).toContain(`✓ COAP_PORT: 127.0.0.1:${ports.COAP_PORT} (UDP) is free`)
     expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^✓ database: .+: reachable, the schema is current \\(${MIGRATIONS.length} migrations\\)$`)))
     expect(lines).toContainEqual(expect.stringMatching(/^! TLS_CERT_FILE: the certificate in .+ \(CN=soon-\w+\) expires in 9 days, on \d{4}-\d\d-\d\d: renew it soon$/))
 
