@@ -4,7 +4,8 @@ import { InvalidInput } from "../domain/errors.ts"
  * The payload policy every protocol applies to what a client sends (REST bodies, query
  * strings and path parameters, MQTT payloads and topics, CoAP payloads), so that no input can
  * reach a recursive serialiser too deep, or the store with text it cannot hold:
- * - JSON nests at most `MAX_JSON_DEPTH` levels, counted on the text before it is parsed;
+ * - JSON nests at most `MAX_JSON_DEPTH` levels, counted on the text before it is parsed (bulk
+ *   energy-import rows after, by `screen`: `JSON.parse` does not recurse, src/energy/import.ts);
  * - strings (values and keys) are well-formed Unicode without NUL, which Postgres text and
  *   jsonb refuse;
  * - numbers are finite (`1e400` and a 400-digit integer parse to Infinity, which JSON cannot
