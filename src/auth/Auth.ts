@@ -13,7 +13,22 @@ import { hashSecret } from "./secrets.ts"
  * what a process may still accept while the store does not answer its change check.
  */
 const CACHE_TTL_MS = 5_000
+/**
+ * A credential in use is looked up again this long before its entry ends, in the background,
+ * its cached answer serving meanwhile: requests never wait on the lookup of a key they keep
+ * using. Waiting, every request of an expiring key queued for the store each 5 s: on PGlite,
+ * behind the group commit's statements, that made a REST command run's p99 39 ms instead of
+ * 21 (bench:ingest command case).
+ */
+const REFRESH_AHEAD_MS = 1_000
 const CACHE_MAX = 50_000
+
+export interface AuthOptions {
+  /** How long a resolved credential is trusted (default 5 s). */
+  readonly ttlMs?: number
+  /** How long before its end an entry in use is looked up again (default 1 s). */
+  readonly refreshAheadMs?: number
+}
 
 export interface AuthService {
   /** The only place a credential is read: bearer, `access_token`, `x-app-key`, MQTT username, CoAP `accessToken`. */
@@ -36,12 +51,14 @@ const missing = new Unauthorized({ message: "not authenticated: send Authorizati
 const unknown = new Unauthorized({ message: "not authenticated: the credential is unknown, expired or revoked" })
 
 export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Auth") {
-  static readonly layer = Layer.effect(
+  static readonly layerWith = ({ ttlMs = CACHE_TTL_MS, refreshAheadMs = REFRESH_AHEAD_MS }: AuthOptions) => Layer.effect(
     Auth,
     Effect.gen(function*() {
       const sql = yield* Sql
       const config = yield* AppConfig
       const cache = new Map<string, { principal: Principal; until: number }>()
+      /** Secrets being looked up again ahead of their entry's end. */
+      const refreshing = new Set<string>()
       const listeners = new Set<Effect.Effect<void, SqlError>>()
       /** How many credential changes this process has applied. */
       let changes = 0
@@ -131,9 +148,28 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
         // memory while its request is served anyway, and the entry lives seconds).
         const now = Date.now()
         const hit = cache.get(secret)
-        if (hit !== undefined && hit.until > now) return Effect.succeed(hit.principal)
+        if (hit !== undefined && hit.until > now) {
+          if (hit.until - now > refreshAheadMs || refreshing.has(secret)) return Effect.succeed(hit.principal)
+          refreshing.add(secret)
+          return Effect.as(Effect.forkDetach(refresh(secret, kind, hit, now)), hit.principal)
+        }
         return resolve(secret, kind, hashSecret(secret), now)
       }
+
+      /**
+       * Looks an entry in use up again: a credential found is cached anew; one gone (revoked,
+       * expired) leaves the cache, so the next request is refused; a store error leaves the entry
+       * to end on its own.
+       */
+      const refresh = (secret: string, kind: string, hit: { readonly until: number }, now: number) =>
+        resolve(secret, kind, hashSecret(secret), now).pipe(
+          Effect.catchTag("Unauthorized", () =>
+            Effect.sync(() => {
+              if (cache.get(secret) === hit) cache.delete(secret)
+            })),
+          Effect.ensuring(Effect.sync(() => refreshing.delete(secret))),
+          Effect.ignore
+        )
 
       const resolve = (secret: string, kind: string, hash: string, now: number): Effect.Effect<Principal, Unauthorized | SqlError> => {
         const seen = changes
@@ -145,7 +181,7 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
             if (found === undefined) return Effect.fail(unknown)
             const { expiresAt, ...principal } = found
             if (cache.size >= CACHE_MAX) cache.clear()
-            cache.set(secret, { principal, until: Math.min(now + CACHE_TTL_MS, expiresAt ?? Infinity) })
+            cache.set(secret, { principal, until: Math.min(now + ttlMs, expiresAt ?? Infinity) })
             return Effect.succeed(principal)
           })
         )
@@ -162,4 +198,6 @@ export class Auth extends Context.Service<Auth, AuthService>()("voltaic/auth/Aut
       })
     })
   )
+
+  static readonly layer = Auth.layerWith({})
 }

@@ -239,3 +239,83 @@ describe("a credential looked up while a change is applied", () => {
     expect(lookups).toBeGreaterThan(1)
   })
 })
+
+describe("credentials in use, looked up again ahead of their entry's end", () => {
+  let scope: Scope.Closeable
+  beforeAll(async () => {
+    scope = await Effect.runPromise(Scope.make())
+  })
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+  it("answer from the cache while the lookup runs, renew the entry, and drop a key found gone", async () => {
+    const context = await Effect.runPromise(Layer.buildWithScope(Layer.mergeAll(Sql.layer({ _tag: "pglite", dataDir: undefined }), Bus.memory), scope))
+    const sql = Context.get(context, Sql)
+    await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
+    await Effect.runPromise(setUp(sql))
+    const key = "a_sk_refreshed_ahead_of_its_end_0123456789"
+    await Effect.runPromise(sql.query(
+      "INSERT INTO api_keys (id, organisation_id, secret_hash, secret_hint, created_at, updated_at) VALUES ('key_a', 'org_c', $1, 'a', 1, 1)",
+      [hashSecret(key)]
+    ))
+    // Lookups are held, while `holding`, until `release`.
+    let lookups = 0
+    let holding = false
+    let release: (() => void) | undefined
+    const held = new Promise<void>((resolve) => {
+      release = resolve
+    })
+    const slow: SqlClient = {
+      ...sql,
+      query: <T>(text: string, params?: ReadonlyArray<unknown>) =>
+        text.includes("FROM api_keys k")
+          ? Effect.tap(sql.query<T>(text, params), () => {
+            lookups++
+            return holding ? Effect.promise(() => held) : Effect.void
+          })
+          : sql.query<T>(text, params)
+    }
+    // Trusted 10 s, looked up again in its last 9.9 s: every call after the first 100 ms refreshes.
+    const auth = Context.get(
+      await Effect.runPromise(Layer.buildWithScope(
+        Auth.layerWith({ ttlMs: 10_000, refreshAheadMs: 9_900 }).pipe(
+          Layer.provide(Layer.mergeAll(Layer.succeed(Sql, slow), Layer.succeed(Bus, Context.get(context, Bus)))),
+          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ CREDENTIAL_CHECK_INTERVAL: "1 hour" })))
+        ),
+        scope
+      )),
+      Auth
+    )
+    const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+    const organisationOf = async () => (await Effect.runPromise(auth.authenticate(key))).organisationId
+    expect(await organisationOf()).toBe("org_c")
+    // Once more, unheld: whatever the watch's first check cleared is cached again.
+    await sleep(150)
+    expect(await organisationOf()).toBe("org_c")
+    await until(() => lookups >= 2, "the second lookup")
+    await sleep(150)
+
+    // Its lookup held, the key is answered anyway; one lookup for many requests.
+    holding = true
+    const before = lookups
+    expect(await organisationOf()).toBe("org_c")
+    expect(await organisationOf()).toBe("org_c")
+    await until(() => lookups === before + 1, "the refresh's lookup")
+    expect(await organisationOf()).toBe("org_c")
+    expect(lookups).toBe(before + 1)
+
+    // The key goes (no notice: a lookup must find it out). The held lookup read it before: renewed.
+    await Effect.runPromise(sql.query("DELETE FROM api_keys WHERE id = 'key_a'"))
+    holding = false
+    release?.()
+    await sleep(150)
+    // The next refresh finds it gone and drops it: refused from then on, without waiting 10 s.
+    let refused = false
+    const deadline = Date.now() + 5_000
+    while (!refused && Date.now() < deadline) {
+      refused = Exit.isFailure(await Effect.runPromiseExit(auth.authenticate(key)))
+      if (!refused) await sleep(20)
+    }
+    expect(refused).toBe(true)
+    expect(Exit.isFailure(await Effect.runPromiseExit(auth.authenticate(key)))).toBe(true)
+  })
+})
