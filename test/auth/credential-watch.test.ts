@@ -190,7 +190,33 @@ describe("watching the counter", () => {
   })
 })
 
-describe("a credential looked up while a change is applied", () => {
+/** A migrated in-memory PGlite with the test organisation and an application key `id` for `key`, and a bus. */
+const storeWithKey = async (scope: Scope.Closeable, id: string, key: string) => {
+  const context = await Effect.runPromise(Layer.buildWithScope(Layer.mergeAll(Sql.layer({ _tag: "pglite", dataDir: undefined }), Bus.memory), scope))
+  const sql = Context.get(context, Sql)
+  await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
+  await Effect.runPromise(setUp(sql))
+  await Effect.runPromise(sql.query(
+    "INSERT INTO api_keys (id, organisation_id, secret_hash, secret_hint, created_at, updated_at) VALUES ($1, 'org_c', $2, 'r', 1, 1)",
+    [id, hashSecret(key)]
+  ))
+  return { sql, bus: Context.get(context, Bus) }
+}
+
+/** Auth over `sql` (the store's client, wrapped by the test), its change check left to notices. */
+const authOver = async (scope: Scope.Closeable, layer: typeof Auth.layer, sql: SqlClient, bus: BusService) =>
+  Context.get(
+    await Effect.runPromise(Layer.buildWithScope(
+      layer.pipe(
+        Layer.provide(Layer.mergeAll(Layer.succeed(Sql, sql), Layer.succeed(Bus, bus))),
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ CREDENTIAL_CHECK_INTERVAL: "1 hour" })))
+      ),
+      scope
+    )),
+    Auth
+  )
+
+describe("a credential looked up in the store", () => {
   let scope: Scope.Closeable
   beforeAll(async () => {
     scope = await Effect.runPromise(Scope.make())
@@ -198,15 +224,8 @@ describe("a credential looked up while a change is applied", () => {
   afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
 
   it("is looked up again, so an answer read before the change is neither used nor cached", async () => {
-    const context = await Effect.runPromise(Layer.buildWithScope(Layer.mergeAll(Sql.layer({ _tag: "pglite", dataDir: undefined }), Bus.memory), scope))
-    const sql = Context.get(context, Sql)
-    await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
-    await Effect.runPromise(setUp(sql))
     const key = "a_sk_looked_up_during_a_change_0123456789"
-    await Effect.runPromise(sql.query(
-      "INSERT INTO api_keys (id, organisation_id, secret_hash, secret_hint, created_at, updated_at) VALUES ('key_r', 'org_c', $1, 'r', 1, 1)",
-      [hashSecret(key)]
-    ))
+    const { sql, bus } = await storeWithKey(scope, "key_r", key)
     // The key's first lookup is answered by the store, then held until the key is deleted.
     let hold: (() => void) | undefined
     const held = new Promise<void>((resolve) => {
@@ -220,16 +239,7 @@ describe("a credential looked up while a change is applied", () => {
           ? Effect.tap(sql.query<T>(text, params), () => (++lookups === 1 ? Effect.promise(() => held) : Effect.void))
           : sql.query<T>(text, params)
     }
-    const auth = Context.get(
-      await Effect.runPromise(Layer.buildWithScope(
-        Auth.layer.pipe(
-          Layer.provide(Layer.mergeAll(Layer.succeed(Sql, slow), Layer.succeed(Bus, Context.get(context, Bus)))),
-          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ CREDENTIAL_CHECK_INTERVAL: "1 hour" })))
-        ),
-        scope
-      )),
-      Auth
-    )
+    const auth = await authOver(scope, Auth.layer, slow, bus)
     const answer = Effect.runPromise(Effect.flip(auth.authenticate(key)))
     await until(() => lookups === 1, "the first lookup")
     await Effect.runPromise(sql.query("DELETE FROM api_keys WHERE id = 'key_r'"))
@@ -238,25 +248,10 @@ describe("a credential looked up while a change is applied", () => {
     expect((await answer)._tag).toBe("Unauthorized")
     expect(lookups).toBeGreaterThan(1)
   })
-})
 
-describe("credentials in use, looked up again ahead of their entry's end", () => {
-  let scope: Scope.Closeable
-  beforeAll(async () => {
-    scope = await Effect.runPromise(Scope.make())
-  })
-  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
-
-  it("answer from the cache while the lookup runs, renew the entry, and drop a key found gone", async () => {
-    const context = await Effect.runPromise(Layer.buildWithScope(Layer.mergeAll(Sql.layer({ _tag: "pglite", dataDir: undefined }), Bus.memory), scope))
-    const sql = Context.get(context, Sql)
-    await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
-    await Effect.runPromise(setUp(sql))
+  it("in use is looked up again ahead of its entry's end: answered from the cache meanwhile, renewed, or dropped when gone", async () => {
     const key = "a_sk_refreshed_ahead_of_its_end_0123456789"
-    await Effect.runPromise(sql.query(
-      "INSERT INTO api_keys (id, organisation_id, secret_hash, secret_hint, created_at, updated_at) VALUES ('key_a', 'org_c', $1, 'a', 1, 1)",
-      [hashSecret(key)]
-    ))
+    const { sql, bus } = await storeWithKey(scope, "key_a", key)
     // Lookups are held, while `holding`, until `release`.
     let lookups = 0
     let holding = false
@@ -275,16 +270,7 @@ describe("credentials in use, looked up again ahead of their entry's end", () =>
           : sql.query<T>(text, params)
     }
     // Trusted 10 s, looked up again in its last 9.9 s: every call after the first 100 ms refreshes.
-    const auth = Context.get(
-      await Effect.runPromise(Layer.buildWithScope(
-        Auth.layerWith({ ttlMs: 10_000, refreshAheadMs: 9_900 }).pipe(
-          Layer.provide(Layer.mergeAll(Layer.succeed(Sql, slow), Layer.succeed(Bus, Context.get(context, Bus)))),
-          Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ CREDENTIAL_CHECK_INTERVAL: "1 hour" })))
-        ),
-        scope
-      )),
-      Auth
-    )
+    const auth = await authOver(scope, Auth.layerWith({ ttlMs: 10_000, refreshAheadMs: 9_900 }), slow, bus)
     const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
     const organisationOf = async () => (await Effect.runPromise(auth.authenticate(key))).organisationId
     expect(await organisationOf()).toBe("org_c")
