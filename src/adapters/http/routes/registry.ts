@@ -16,7 +16,7 @@ import { Sql } from "../../../store/Sql.ts"
 import { idParams } from "../params.ts"
 import { type Api, JsonText } from "../route.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
-import { liveOfSpaces, presentSpaces, spacesOfDevice, spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
+import { liveOfSpaces, presentSpaces, type SpaceCounts, spacesOfDevice, spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { devicesChanged } from "./resources.ts"
 import {
   createDeviceBody,
@@ -67,7 +67,7 @@ const deviceHead = (device: DeviceJson & { readonly stored?: unknown }): string 
  * `live` (the stored fields up to `updatedAt`) and what follows it (`alertUsers`, the closing brace).
  */
 const spaceParts = new WeakMap<object, readonly [string, string]>()
-const spaceText = (space: SpaceJson, live: { readonly devicesOnline: number; readonly devicesOffline: number; readonly openAlerts: number }): string => {
+const spaceText = (space: SpaceJson, live: SpaceCounts): string => {
   let parts = spaceParts.get(space)
   if (parts === undefined) {
     const { alertUsers, live: _, ...rest } = space
@@ -139,9 +139,8 @@ export const registryRoutes = (api: Api): void => {
       handler: Effect.fnUntraced(function*(organisationId: string, body: Record<string, unknown>) {
         const sql = yield* Sql
         const secretKey = newSecret("d_sk")
+        // One device more: the create route drops the organisation's cached pages (`cachedList`).
         const id = yield* insertRow(sql, devicesTable, organisationId, body, { secret_hash: hashSecret(secretKey) })
-        // One device more: the organisation's cached pages of devices go.
-        yield* devicesChanged(organisationId)
         const [device] = yield* withLive([yield* getOne(sql, deviceQuery, organisationId, id)])
         return { ...device, secretKey }
       })

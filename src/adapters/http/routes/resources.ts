@@ -63,8 +63,9 @@ export interface ResourceSpec<T> {
 }
 
 /**
- * Devices embed their space and product and point at places and gateways: any change to
- * these resources of an organisation drops its cached device reads (in every process).
+ * Devices embed their space and product and point at places and gateways, and pages of spaces
+ * list spaces with their alert recipients: any change to these drops the organisation's cached
+ * reads and pages (in every process).
  */
 export const devicesChanged = (organisationId: string) => DeviceReads.use((reads) => reads.changed(organisationId))
 
@@ -104,7 +105,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         // nor offline, and joins its space with its first change; a new space seeds when first
         // read). Reseeding the device's space read every device of it again, per create: 10,000
         // devices created in one space took 26–31 ms each, against ~9 ms spread over 50 spaces.
-        // A cached list (spaces) has a row more: the organisation's pages go.
+        // A cached list (devices, spaces) has a row more: the organisation's pages go.
         Effect.tap(() => spec.cachedList === undefined ? Effect.void : devicesChanged(principal.organisationId)),
         Effect.tap(() => spec.afterWrite === undefined ? Effect.void : spec.afterWrite(principal.organisationId))
       )
