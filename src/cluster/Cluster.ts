@@ -72,6 +72,16 @@ export const CLUSTER_TIMINGS = {
   simulateRemoteSerialization: false
 } satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
 
+/**
+ * The timings the cluster runs with: `CLUSTER_TIMINGS` unless a test provides others. Tests on
+ * TestClock (test/entities/support.ts) hold their shard locks for hours of their clock: a lock
+ * refresh's deadline is a real-time matter, and on TestClock a step of the test could pass it while
+ * the refresh was still in the store, releasing every shard (and a message then waited for them).
+ */
+export const ClusterTimings = Context.Reference<Partial<ShardingConfig.ShardingConfig["Service"]>>("voltaic/cluster/ClusterTimings", {
+  defaultValue: () => CLUSTER_TIMINGS
+})
+
 /** The runner endpoint of this process, served by the HTTP app (Postgres only). */
 export class RunnerEndpoint extends Context.Service<RunnerEndpoint, {
   readonly secret: string
@@ -108,7 +118,7 @@ const secretHttpClient = (secret: string) =>
     Effect.map(HttpClient.HttpClient, (client) => HttpClient.mapRequest(client, HttpClientRequest.setHeader(SECRET_HEADER, secret)))
   ).pipe(Layer.provide(FetchHttpClient.layer))
 
-const httpRunner = (address: RunnerAddress.RunnerAddress, secret: string) =>
+const httpRunner = (address: RunnerAddress.RunnerAddress, secret: string, timings: Partial<ShardingConfig.ShardingConfig["Service"]>) =>
   Sharding.layer.pipe(
     // A runner whose endpoint stops answering pings is marked unhealthy and its shards move.
     Layer.provide(RunnerHealth.layerPing),
@@ -116,7 +126,7 @@ const httpRunner = (address: RunnerAddress.RunnerAddress, secret: string) =>
     Layer.provide(HttpRunner.layerClientProtocolHttp({ path: RUNNER_PATH })),
     Layer.provideMerge(SqlMessageStorage.layer),
     Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
-    Layer.provide(ShardingConfig.layer({ ...CLUSTER_TIMINGS, runnerAddress: Option.some(address) })),
+    Layer.provide(ShardingConfig.layer({ ...timings, runnerAddress: Option.some(address) })),
     Layer.provide([secretHttpClient(secret), RpcSerialization.layerJson, Digest.layerWebCrypto])
   )
 
@@ -137,8 +147,9 @@ const endpointLayer = (secret: string) =>
  */
 export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
+  const timings = yield* ClusterTimings
   if (databaseTarget(config)._tag === "pglite") {
-    return SingleRunner.layer({ shardingConfig: CLUSTER_TIMINGS, runnerStorage: "sql" }).pipe(
+    return SingleRunner.layer({ shardingConfig: timings, runnerStorage: "sql" }).pipe(
       Layer.provide([ClusterSqlLive, Digest.layerWebCrypto]),
       Layer.orDie
     )
@@ -153,7 +164,7 @@ export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
   }
   const address = RunnerAddress.make(advertisedHost(config), port)
   yield* Effect.logDebug(`cluster: runner ${address.host}:${address.port}`)
-  return endpointLayer(secret).pipe(Layer.provideMerge(httpRunner(address, secret)), Layer.provide(ClusterSqlLive))
+  return endpointLayer(secret).pipe(Layer.provideMerge(httpRunner(address, secret, timings)), Layer.provide(ClusterSqlLive))
 }))
 
 /** Constant-time comparison of the secret a caller sent. */

@@ -266,13 +266,19 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
     onTestClock(kind, Effect.gen(function*() {
       const org = yield* organisationId
       yield* newRule(org, "offline", { afterSeconds: AFTER_S })
-      const [device, session] = yield* newDevices(org, 2)
+      // Two devices of one bucket: the second sign may find the first one's send on its way.
+      const ids = yield* newDevices(org, 65)
+      const session = ids.find((id, i) => ids.some((other, j) => j < i && bucketOf(other) === bucketOf(id)))!
+      const device = ids.find((id) => id !== session && bucketOf(id) === bucketOf(session))!
       const activity = yield* Activity
       yield* query("UPDATE devices SET last_seen_at = $2 WHERE id = $1", [device, T0 + 1])
       activity.publish({ organisationId: org, deviceId: device, at: T0 + 1 })
       yield* activity.offer({ organisationId: org, deviceId: session, at: T0 + 2, session: true })
       const [row] = yield* query<{ last_seen_at: number }>("SELECT last_seen_at FROM devices WHERE id = $1", [session])
       expect(Number(row.last_seen_at)).toBe(T0 + 2)
+      // Sends to one bucket are spaced on the clock (SeenSender's SPACING_MS, 250 ms): what came
+      // while the first send was on its way goes once the clock has moved past the spacing.
+      yield* advance("500 millis")
       yield* eventually(Effect.flatMap(live(device), (l) => (l?.isOnline === true ? Effect.void : Effect.fail(l))))
       yield* eventually(Effect.flatMap(live(session), (l) => (l?.lastSeenAt === T0 + 2 ? Effect.void : Effect.fail(l))))
       const owners = yield* DeviceOwners

@@ -2,6 +2,7 @@ import { ConfigProvider, Duration, Effect, Layer, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 import { coreOn } from "../../src/app.ts"
 import { Bus } from "../../src/bus/Bus.ts"
+import { CLUSTER_TIMINGS, ClusterTimings } from "../../src/cluster/Cluster.ts"
 import { newId } from "../../src/domain/ids.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY } from "../support/app.ts"
@@ -11,12 +12,23 @@ import { createPostgresDatabase, type StoreKind } from "../support/databases.ts"
 export const T0 = Date.parse("2026-01-01T00:00:00Z")
 
 /**
+ * Shard locks refreshed once per six hours of TestClock, so never within a test. Their refresh
+ * waits for the store under a deadline on the clock; a step of TestClock could pass that deadline
+ * while the refresh was still in the store (on a loaded machine: CI runs suites side by side on two
+ * cores), the runner then released every shard, and a message sent while no step ran waited for
+ * them for good (seen as a test of this file timing out, or an entity never answering). Lock loss
+ * and refresh are a real-time matter, tested on the live clock by the two-runner tests.
+ */
+const TEST_CLOCK_TIMINGS = { ...CLUSTER_TIMINGS, shardLockRefreshInterval: "6 hours", shardLockExpiration: "18 hours" } as const
+
+/**
  * The core of one process (store, bus in memory, cluster and its entities) on a database: a
  * `postgres://` URL, `memory://`, or `{ dataDir }` for PGlite in a directory (which a later core
  * may open again, as a restart would).
  */
 export const coreLayer = (database: string | { readonly dataDir: string }) =>
   coreOn(Bus.memory).pipe(
+    Layer.provide(Layer.succeed(ClusterTimings, TEST_CLOCK_TIMINGS)),
     Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({
       ...(typeof database === "string" ? { DATABASE_URL: database } : { DATA_DIR: database.dataDir }),
       BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
@@ -33,9 +45,7 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
  * Moves TestClock by `total` in steps, letting the cluster's real I/O (SQL) run between them: a
  * single big jump would also expire the cluster's own operation timeouts while a statement is in flight.
  * Each step also waits for one round-trip to the store, so the clock goes no faster than the
- * store answers: on a loaded machine (CI runs suites side by side on two cores) a fixed 10 ms let
- * TestClock pass the shard-lock refresh's 2 s deadline while the refresh was still in Postgres;
- * the runner then released its shards, and a message sent while no step ran waited for them for good.
+ * store answers (the shard locks are out of reach of the clock: `TEST_CLOCK_TIMINGS`).
  */
 export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
   Effect.gen(function*() {
