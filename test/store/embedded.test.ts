@@ -47,6 +47,10 @@ describe("PGlite on its own thread", () => {
     expect(arrays.fields.map((f) => f.name)).toEqual(["id", "n"])
   })
 
+  it("creates WAL segments without zero-filling them first (a 16 MB fill stalled the statement crossing into one)", async () => {
+    expect((await db.query<{ wal_init_zero: string }>("SHOW wal_init_zero")).rows).toEqual([{ wal_init_zero: "off" }])
+  })
+
   it("rejects a failed statement with the database's code and fields, and goes on serving", async () => {
     const error = await failure(db.query("INSERT INTO things (id, n) VALUES ($1, $2)", ["a", 1]))
     expect(error.message).toMatch(/duplicate key value violates unique constraint/)
