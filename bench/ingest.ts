@@ -18,7 +18,9 @@
  * `metrics-off`, Voltaic on Postgres as `postgres` but with METRICS=off, "Postgres, METRICS=off"; `tls`,
  * as `postgres` with MQTT over TLS, "Postgres, MQTT over TLS": a self-signed certificate made with
  * openssl for the run in a temporary directory removed at shutdown, MQTTS on a free port, and every MQTT
- * client of the load on `mqtts://`, verifying it; `peer`, see BENCH_PEER. Targets run in the order given,
+ * client of the load on `mqtts://`, verifying it; `pglite-memory`, "PGlite in memory": `pglite` (a data
+ * directory on disk, as `npm start` runs) with DATABASE_URL=memory://; `peer` (on Postgres) and `peer-pglite`,
+ * see BENCH_PEER. Targets run in the order given,
  * each on a fresh server and database, and may repeat so that pairs alternate, e.g.
  * `postgres,metrics-off,tls,postgres,metrics-off,tls`; the throughput verdicts then take the mean over
  * the runs; issue 17's verdicts, what `postgres` loses to recording metrics against `metrics-off` and `tls`
@@ -104,9 +106,9 @@ const listSetting = (name: string, fallback: string, allowed: ReadonlyArray<stri
   return list
 }
 
-const TARGETS = ["aedes", "mosquitto", "postgres", "pglite", "peer", "metrics-off", "tls"] as const
-/** Run only when named in BENCH_TARGETS (issue 17's comparisons with `postgres`). */
-const OPT_IN: ReadonlyArray<string> = ["peer", "metrics-off", "tls"]
+const TARGETS = ["aedes", "mosquitto", "postgres", "pglite", "peer", "metrics-off", "tls", "pglite-memory", "peer-pglite"] as const
+/** Run only when named in BENCH_TARGETS (issue 17's comparisons with `postgres`; PGlite in memory beside `pglite`). */
+const OPT_IN: ReadonlyArray<string> = ["peer", "metrics-off", "tls", "pglite-memory", "peer-pglite"]
 
 /** BENCH_PEER: a checkout of an earlier commit (`git worktree add --detach <dir> <commit>`, `npm ci` in it). */
 const peer = process.env.BENCH_PEER === undefined || process.env.BENCH_PEER === ""
@@ -369,7 +371,8 @@ const VARIANT_SETTINGS = ["METRICS", "METRICS_TOKEN", "TLS_CERT_FILE", "TLS_KEY_
 
 const startVoltaic = async (
   name: string,
-  databaseUrl: string,
+  /** A `postgres://` URL, or PGlite's data directory (as `npm start` runs it: `DATA_DIR`, no `DATABASE_URL`). */
+  store: string | { readonly dataDir: string },
   database: string | undefined,
   cleanup: () => Promise<void>,
   stored: (httpUrl: string, devices: ReadonlyArray<DeviceCredential>) => (eventName: string) => Promise<number>,
@@ -381,7 +384,11 @@ const startVoltaic = async (
     ? []
     // One directory per target: tsx's loader thread writes a profile of its own beside the main thread's.
     : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase().replace(/[^a-z0-9]+/g, "-"))}`]
-  const env = voltaicEnv(HOST, APP_KEY, databaseUrl)
+  const env = voltaicEnv(HOST, APP_KEY, typeof store === "string" ? store : "")
+  if (typeof store !== "string") {
+    delete env.DATABASE_URL
+    env.DATA_DIR = store.dataDir
+  }
   for (const setting of VARIANT_SETTINGS) delete env[setting]
   Object.assign(env, variant.env)
   if (variant.tls !== undefined) {
@@ -434,7 +441,18 @@ const storedOverRest = (httpUrl: string, devices: ReadonlyArray<DeviceCredential
   return counts.reduce((a, b) => a + b, 0)
 }
 
-const startPglite = () => startVoltaic("PGlite", "memory://", undefined, async () => {}, storedOverRest)
+/**
+ * PGlite as `npm start` runs it: in a data directory on disk (a fresh one, removed after). In
+ * memory (`memory://`) Emscripten's file system copies a whole file each time it grows by 1/8, so
+ * a statement that extends a large table or WAL file stalls there for tens to hundreds of ms.
+ */
+const startPglite = (name = "PGlite", entry = settings.entry) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "voltaic-bench-pglite-"))
+  return startVoltaic(name, { dataDir }, undefined, async () => rmSync(dataDir, { recursive: true, force: true }), storedOverRest, async () => {}, entry)
+}
+
+/** PGlite in memory (`DATABASE_URL=memory://`, as the tests run it), to compare with `pglite` in the same run. */
+const startPgliteMemory = () => startVoltaic("PGlite in memory", "memory://", undefined, async () => {}, storedOverRest)
 
 const startPostgres = async (name: string, entry = settings.entry, variant: Variant = PLAIN): Promise<Target> => {
   const db = await createBenchDatabase(settings.pgAdminUrl, "voltaic_ingest")
@@ -460,7 +478,12 @@ const targetStarters: Record<(typeof TARGETS)[number], () => Promise<Target>> = 
   aedes: startAedes,
   mosquitto: startMosquitto,
   postgres: () => startPostgres("Postgres"),
-  pglite: startPglite,
+  pglite: () => startPglite(),
+  "pglite-memory": startPgliteMemory,
+  "peer-pglite": () => {
+    if (peer === undefined) throw new Error("BENCH_TARGETS peer-pglite: set BENCH_PEER to a checkout of the peer")
+    return startPglite(`PGlite, peer ${peer.commit}`, resolve(peer.dir, "src/main.ts"))
+  },
   peer: startPeer,
   // Issue 17: what recording metrics costs, and what TLS costs, against `postgres` in the same run.
   "metrics-off": () => startPostgres("Postgres, METRICS=off", settings.entry, { env: { METRICS: "off" }, tls: undefined }),
@@ -1035,7 +1058,7 @@ aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker
   The load generators (${settings.loadProcs} publishing processes, ${process.env.BENCH_LOAD_CLIENT === "mqtt.js" ? "mqtt.js" : "bench/lean-mqtt.ts (mqtt-packet on a socket)"} / coap / node:http; the subscriber and idle connections on mqtt.js) share the ${cpus().length} cores with the
   server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
   what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
-- Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: in memory).${peer === undefined ? "" : ` "Postgres, peer ${peer.commit}" is that commit's own server (its src/main.ts, migrations and dependencies, from its checkout) on a fresh database, in the same run, with the same flags and load.`}${variantsNote()} Devices are
+- Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: a fresh data directory on disk, as \`npm start\` keeps it).${peer === undefined ? "" : ` "Postgres, peer ${peer.commit}" is that commit's own server (its src/main.ts, migrations and dependencies, from its checkout) on a fresh database, in the same run, with the same flags and load.`}${variantsNote()} Devices are
   created over REST; every case starts after ${settings.warmupSeconds} s of warm-up and measures ${settings.durationSeconds} s (latency: ${settings.latencySeconds} s).
 - Memory: VmRSS of the broker process (Mosquitto: a private instance of the same binary, default settings, as the
   system daemon's allocator keeps what earlier runs freed; after a full GC on the Node brokers: \`--expose-gc\` and bench/memory-probe.ts,
