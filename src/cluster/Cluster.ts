@@ -36,9 +36,8 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  *   pool reads int8 as JS numbers, which round the cluster's 64-bit message ids
  *   (docs/cluster-spike.md).
  *
- * Timings (`CLUSTER_TIMINGS`; PGlite's one runner: `EMBEDDED_TIMINGS`): a runner that stops answering
- * pings (every second, five tries) is marked unhealthy by the runner that holds the health-check
- * singleton, and its shards move about
+ * Timings (`CLUSTER_TIMINGS`): a runner that stops answering pings (every second, five tries) is
+ * marked unhealthy by the runner that holds the health-check singleton, and its shards move about
  * 4 s after a kill -9 (its advisory locks ended with its session); when the dead runner held that
  * singleton, once its heartbeat is older than the lock expiry (6 s). Shard locks are refreshed
  * every 2 s, which is also the refresh's deadline; a miss releases every shard and interrupts
@@ -74,29 +73,14 @@ export const CLUSTER_TIMINGS = {
 } satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
 
 /**
- * PGlite: shard leases refreshed every 20 s, not 2. The one runner holds Effect's 300 shards in
- * lease rows of the same database, and their refresh (an `IN` over 300 literals, then 300 rows
- * updated) held PGlite's one thread 20-25 ms: every 2 s, every statement behind it waited, which
- * set the p99 of command runs (bench:ingest, 1,000/s). Nothing needs them fresher: the data
- * directory's lock (`dataDirLock.ts`) keeps any second process out, and a restarted one is the
- * same runner (`localhost:0`), which takes its leases back at once, expired or not.
- */
-export const EMBEDDED_TIMINGS = {
-  ...CLUSTER_TIMINGS,
-  shardLockRefreshInterval: "20 seconds",
-  shardLockExpiration: "60 seconds"
-} satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
-
-/**
- * Timings a test sets over the store's own (`CLUSTER_TIMINGS`, `EMBEDDED_TIMINGS`). Tests on
+ * The timings the cluster runs with: `CLUSTER_TIMINGS` unless a test provides others. Tests on
  * TestClock (test/entities/support.ts) hold their shard locks for hours of their clock: a lock
  * refresh's deadline is a real-time matter, and on TestClock a step of the test could pass it while
  * the refresh was still in the store, releasing every shard (and a message then waited for them).
  */
-export const ClusterTimingsOverride = Context.Reference<Partial<ShardingConfig.ShardingConfig["Service"]>>(
-  "voltaic/cluster/ClusterTimingsOverride",
-  { defaultValue: () => ({}) }
-)
+export const ClusterTimings = Context.Reference<Partial<ShardingConfig.ShardingConfig["Service"]>>("voltaic/cluster/ClusterTimings", {
+  defaultValue: () => CLUSTER_TIMINGS
+})
 
 /** The runner endpoint of this process, served by the HTTP app (Postgres only). */
 export class RunnerEndpoint extends Context.Service<RunnerEndpoint, {
@@ -163,9 +147,9 @@ const endpointLayer = (secret: string) =>
  */
 export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
-  const override = yield* ClusterTimingsOverride
+  const timings = yield* ClusterTimings
   if (databaseTarget(config)._tag === "pglite") {
-    return SingleRunner.layer({ shardingConfig: { ...EMBEDDED_TIMINGS, ...override }, runnerStorage: "sql" }).pipe(
+    return SingleRunner.layer({ shardingConfig: timings, runnerStorage: "sql" }).pipe(
       Layer.provide([ClusterSqlLive, Digest.layerWebCrypto]),
       Layer.orDie
     )
@@ -180,7 +164,7 @@ export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
   }
   const address = RunnerAddress.make(advertisedHost(config), port)
   yield* Effect.logDebug(`cluster: runner ${address.host}:${address.port}`)
-  return endpointLayer(secret).pipe(Layer.provideMerge(httpRunner(address, secret, { ...CLUSTER_TIMINGS, ...override })), Layer.provide(ClusterSqlLive))
+  return endpointLayer(secret).pipe(Layer.provideMerge(httpRunner(address, secret, timings)), Layer.provide(ClusterSqlLive))
 }))
 
 /** Constant-time comparison of the secret a caller sent. */

@@ -2,7 +2,7 @@ import { ConfigProvider, Duration, Effect, Layer, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 import { coreOn } from "../../src/app.ts"
 import { Bus } from "../../src/bus/Bus.ts"
-import { ClusterTimingsOverride } from "../../src/cluster/Cluster.ts"
+import { CLUSTER_TIMINGS, ClusterTimings } from "../../src/cluster/Cluster.ts"
 import { newId } from "../../src/domain/ids.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY } from "../support/app.ts"
@@ -19,7 +19,7 @@ export const T0 = Date.parse("2026-01-01T00:00:00Z")
  * them for good (seen as a test of this file timing out, or an entity never answering). Lock loss
  * and refresh are a real-time matter, tested on the live clock by the two-runner tests.
  */
-const TEST_CLOCK_TIMINGS = { shardLockRefreshInterval: "6 hours", shardLockExpiration: "18 hours" } as const
+const TEST_CLOCK_TIMINGS = { ...CLUSTER_TIMINGS, shardLockRefreshInterval: "6 hours", shardLockExpiration: "18 hours" } as const
 
 /**
  * The core of one process (store, bus in memory, cluster and its entities) on a database: a
@@ -28,7 +28,7 @@ const TEST_CLOCK_TIMINGS = { shardLockRefreshInterval: "6 hours", shardLockExpir
  */
 export const coreLayer = (database: string | { readonly dataDir: string }) =>
   coreOn(Bus.memory).pipe(
-    Layer.provide(Layer.succeed(ClusterTimingsOverride, TEST_CLOCK_TIMINGS)),
+    Layer.provide(Layer.succeed(ClusterTimings, TEST_CLOCK_TIMINGS)),
     Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({
       ...(typeof database === "string" ? { DATABASE_URL: database } : { DATA_DIR: database.dataDir }),
       BOOTSTRAP_APP_KEY: BOOTSTRAP_KEY,
