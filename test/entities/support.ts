@@ -57,6 +57,20 @@ export const advance = (total: Duration.Input, step: Duration.Input = "100 milli
     }
   })
 
+/**
+ * Retries `check` until it succeeds, moving TestClock by `step` after each miss (at most `attempts`
+ * times): for work that waits on the clock itself, such as a send to a bucket spaced or retried
+ * after a failure (SeenSender), which `eventually` alone would wait on for good.
+ */
+export const eventuallyAdvancing = <A, E, R>(check: Effect.Effect<A, E, R>, step: Duration.Input = "100 millis", attempts = 100) =>
+  Effect.gen(function*() {
+    for (let i = 0; ; i++) {
+      const exit = yield* Effect.exit(check)
+      if (exit._tag === "Success" || i >= attempts) return yield* exit
+      yield* advance(step, step)
+    }
+  })
+
 /** Retries `check` on the live clock until it succeeds (bounded); the cluster's work is real I/O. */
 export const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, attempts = 200) =>
   TestClock.withLive(Effect.retry(check, { schedule: Schedule.spaced("25 millis"), times: attempts }))
