@@ -352,7 +352,8 @@ export const serverNodeFlags: ReadonlyArray<string> = (() => {
   return (manifest.config?.nodeFlags ?? "").split(" ").filter((flag) => flag !== "")
 })()
 
-export const voltaicEnv = (host: string, appKey: string, databaseUrl: string): NodeJS.ProcessEnv => {
+/** `store`: a database URL (`postgres://…`, `memory://`), or PGlite's data directory as `npm start` keeps it (`DATA_DIR`, no `DATABASE_URL`). */
+export const voltaicEnv = (host: string, appKey: string, store: string | { readonly dataDir: string }): NodeJS.ProcessEnv => {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     PORT: "0",
@@ -361,11 +362,13 @@ export const voltaicEnv = (host: string, appKey: string, databaseUrl: string): N
     MQTT_WS_PORT: "0",
     COAP_PORT: "0",
     LOG_LEVEL: "info",
-    BOOTSTRAP_APP_KEY: appKey,
-    DATABASE_URL: databaseUrl
+    BOOTSTRAP_APP_KEY: appKey
   }
   delete env.NATS_URL
   delete env.DATA_DIR
+  delete env.DATABASE_URL
+  if (typeof store === "string") env.DATABASE_URL = store
+  else env.DATA_DIR = store.dataDir
   return env
 }
 

@@ -371,8 +371,7 @@ const VARIANT_SETTINGS = ["METRICS", "METRICS_TOKEN", "TLS_CERT_FILE", "TLS_KEY_
 
 const startVoltaic = async (
   name: string,
-  /** A `postgres://` URL, or PGlite's data directory (as `npm start` runs it: `DATA_DIR`, no `DATABASE_URL`). */
-  store: string | { readonly dataDir: string },
+  store: Parameters<typeof voltaicEnv>[2],
   database: string | undefined,
   cleanup: () => Promise<void>,
   stored: (httpUrl: string, devices: ReadonlyArray<DeviceCredential>) => (eventName: string) => Promise<number>,
@@ -384,11 +383,7 @@ const startVoltaic = async (
     ? []
     // One directory per target: tsx's loader thread writes a profile of its own beside the main thread's.
     : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase().replace(/[^a-z0-9]+/g, "-"))}`]
-  const env = voltaicEnv(HOST, APP_KEY, typeof store === "string" ? store : "")
-  if (typeof store !== "string") {
-    delete env.DATABASE_URL
-    env.DATA_DIR = store.dataDir
-  }
+  const env = voltaicEnv(HOST, APP_KEY, store)
   for (const setting of VARIANT_SETTINGS) delete env[setting]
   Object.assign(env, variant.env)
   if (variant.tls !== undefined) {

@@ -63,13 +63,7 @@ export const advance = (total: Duration.Input, step: Duration.Input = "100 milli
  * after a failure (SeenSender), which `eventually` alone would wait on for good.
  */
 export const eventuallyAdvancing = <A, E, R>(check: Effect.Effect<A, E, R>, step: Duration.Input = "100 millis", attempts = 100) =>
-  Effect.gen(function*() {
-    for (let i = 0; ; i++) {
-      const exit = yield* Effect.exit(check)
-      if (exit._tag === "Success" || i >= attempts) return yield* exit
-      yield* advance(step, step)
-    }
-  })
+  Effect.retry(Effect.tapError(check, () => advance(step, step)), { times: attempts })
 
 /** Retries `check` on the live clock until it succeeds (bounded); the cluster's work is real I/O. */
 export const eventually = <A, E, R>(check: Effect.Effect<A, E, R>, attempts = 200) =>
