@@ -3,7 +3,7 @@ import { createServer, type Server } from "node:net"
 import { createSocket, type Socket } from "node:dgram"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { freePort, makeCertificate, makeStores, stderrLines } from "../support/cli.ts"
+import { makeCertificate, unusedPort, makeStores, stderrLines } from "../support/cli.ts"
 import { ROOT, runCli } from "../support/process.ts"
 
 const stores = makeStores()
@@ -12,16 +12,16 @@ afterAll(() => stores.cleanup())
 const MIGRATIONS = readdirSync(join(ROOT, "migrations")).filter((f) => /^\d{4}_.+\.sql$/.test(f)).sort()
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
 
-/** Every listener on a port free a moment ago, on 127.0.0.1: what doctor binds to check. */
+/** Every listener on a port free a moment ago, outside the ephemeral range, on 127.0.0.1: what doctor binds to check. */
 const freePorts = async () => ({
   HOST: "127.0.0.1",
-  PORT: String(await freePort()),
-  MQTT_PORT: String(await freePort()),
-  MQTT_WS_PORT: String(await freePort()),
-  COAP_PORT: String(await freePort()),
-  HTTPS_PORT: String(await freePort()),
-  MQTTS_PORT: String(await freePort()),
-  MQTT_WSS_PORT: String(await freePort())
+  PORT: String(await unusedPort()),
+  MQTT_PORT: String(await unusedPort()),
+  MQTT_WS_PORT: String(await unusedPort()),
+  COAP_PORT: String(await unusedPort()),
+  HTTPS_PORT: String(await unusedPort()),
+  MQTTS_PORT: String(await unusedPort()),
+  MQTT_WSS_PORT: String(await unusedPort())
 })
 
 const linesOf = (stdout: string) => stdout.trim().split("\n")
@@ -50,9 +50,7 @@ describe.each(["pglite", "postgres"] as const)("voltaic doctor and migrate on a 
       `The schema is current (${MIGRATIONS.length} migrations, the last ${MIGRATIONS.at(-1)}).`
     ])
 
-    // Ports picked again: other suites running meanwhile bind port 0 too, and a pick made before
-    // migrate may be taken by then. (A full run once failed here with one ✗ the assertion did not
-    // show; it now shows doctor's output.)
+    // Ports picked again, so a pick is never reused across runs of doctor.
     const ports = await freePorts()
     const after = await runCli(["doctor"], { ...env, ...ports })
     expect(after.stderr, after.stdout).toBe("")
@@ -92,7 +90,7 @@ describe("voltaic doctor, when things are wrong", () => {
     const dir = await stores.dir()
     const tcp = createServer()
     const udp = createSocket("udp4")
-    const closedNats = await freePort()
+    const closedNats = await unusedPort()
     try {
       const [taken, takenUdp] = [await listen(tcp), await bindUdp(udp)]
       const one = makeCertificate(dir, "one", 365)

@@ -1,5 +1,7 @@
 import { execFileSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { mkdtemp, rm } from "node:fs/promises"
+import { createSocket } from "node:dgram"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -27,17 +29,50 @@ export const makeStores = () => {
   }
 }
 
-/** A TCP port nobody held a moment ago (bound on port 0 and let go). */
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
+/** Linux's ephemeral range: where a bind to port 0 and a client's source port are taken from. */
+const ephemeralRange = (): readonly [number, number] => {
+  try {
+    const [low, high] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number)
+    if (Number.isInteger(low) && Number.isInteger(high)) return [low, high]
+  } catch {
+    // not Linux: the IANA range, which macOS and Windows use
+  }
+  return [49152, 65535]
+}
+
+const freeOn = (port: number) =>
+  new Promise<boolean>((resolve) => {
     const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => resolve(port))
+    server.once("error", () => resolve(false))
+    server.listen(port, "127.0.0.1", () => {
+      const udp = createSocket("udp4")
+      udp.once("error", () => server.close(() => resolve(false)))
+      udp.bind(port, "127.0.0.1", () => udp.close(() => server.close(() => resolve(true))))
     })
   })
+
+const picked = new Set<number>()
+
+/**
+ * A port free for TCP and UDP, outside the ephemeral range, for a process started later to bind:
+ * every other listener in the suites binds port 0, which the kernel serves from the ephemeral range,
+ * so a port picked there could be handed to another suite's server before ours binds it (a doctor
+ * run once found its MQTTS_PORT held by another test's server). Never the same port twice per file.
+ */
+export const unusedPort = async (): Promise<number> => {
+  const [low, high] = ephemeralRange()
+  // The larger stretch outside the range: below it (from 10000) or above it.
+  const [from, to] = low - 10_000 >= 65_535 - high ? [10_000, low - 1] : [high + 1, 65_535]
+  for (let tries = 0; tries < 200; tries++) {
+    const port = from + Math.floor(Math.random() * (to - from + 1))
+    if (picked.has(port)) continue
+    if (await freeOn(port)) {
+      picked.add(port)
+      return port
+    }
+  }
+  throw new Error(`no port free for TCP and UDP in ${from}–${to} after 200 tries`)
+}
 
 /** A self-signed certificate and its key for `name`, valid for `days`, made with openssl. */
 export const makeCertificate = (dir: string, name: string, days: number) => {
