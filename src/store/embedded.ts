@@ -1,6 +1,7 @@
 import type { Results } from "@electric-sql/pglite"
 import { extname } from "node:path"
 import { fileURLToPath } from "node:url"
+import { setFlagsFromString } from "node:v8"
 import { Worker } from "node:worker_threads"
 
 /**
@@ -97,9 +98,29 @@ export const workerFlags = (execArgv: ReadonlyArray<string>): Array<string> => {
   return kept
 }
 
+/**
+ * V8's wasm-to-JS wrappers kept generic: a process running PGlite ended three times on a V8 fatal
+ * check, `jit_page_->allocations_.erase(addr) == 1`, in `Runtime_TierUpWasmToJSWrapper` →
+ * `WasmCodeAllocator::FreeCode` (Node 24.9.0 and 24.21.0, V8 13.6: a bench server, and a vitest
+ * worker in each of two CI runs, every time with PGlite threads started and ended beside each
+ * other). V8 swaps an import's generic wrapper for a compiled one after 1,000 calls
+ * (`--wasm-wrapper-tiering-budget`), and that swap is the path that crashed; with a budget of 2^31 - 1
+ * calls no import gets there in practice (at 100,000 calls a second, after six hours, once). Cost:
+ * a call from PGlite's wasm to JS stays on the generic wrapper, about 30 ns slower (45 against 14 ns
+ * in a bare loop). V8 flags are the process's, so this is set once, before the first PGlite starts;
+ * V8 before 12 (Node 20) has no such tier-up and no such flag.
+ */
+let wrappersKeptGeneric = false
+export const keepWasmWrappersGeneric = () => {
+  if (wrappersKeptGeneric) return
+  wrappersKeptGeneric = true
+  if (Number(process.versions.v8?.split(".")[0]) >= 12) setFlagsFromString("--wasm-wrapper-tiering-budget=2147483647")
+}
+
 /** Opens PGlite in `dataDir` (in memory when undefined) on its own thread. */
 export const openEmbedded = (dataDir: string | undefined): Promise<EmbeddedDb> =>
   new Promise((resolveOpen, rejectOpen) => {
+    keepWasmWrappersGeneric()
     const start: StartData = { dataDir }
     const worker = new Worker(workerUrl(), { workerData: start, execArgv: workerFlags(process.execArgv) })
     const waiting = new Map<number, { resolve: (reply: Reply) => void; reject: (error: Error) => void }>()

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { newId } from "../../src/domain/ids.ts"
+import { keepWasmWrappersGeneric } from "../../src/store/embedded.ts"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import { startServerProcess } from "../support/process.ts"
 import { type ConsoleHarness, screenshot, serverEnv, signIn, startConsoleHarness } from "./harness.ts"
@@ -32,6 +33,7 @@ describe("the operator console with 10,000 devices", () => {
     expect(await first.stop()).toBe(0)
 
     const started = performance.now()
+    keepWasmWrappersGeneric() // as the server does before its PGlite starts
     const db = await PGlite.create({ dataDir })
     const now = Date.now()
     const ids = Array.from({ length: DEVICES }, (_, n) => newId("dev", now + n))

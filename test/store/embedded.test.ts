@@ -158,4 +158,28 @@ describe("PGlite on its own thread", () => {
     expect(child.signal).toBeNull()
     expect({ status: child.status, stdout: child.stdout.trim() }).toEqual({ status: 0, stdout: "42" })
   })
+  it("keeps wasm-to-JS wrappers generic: V8's swap to a compiled wrapper, after 1,000 calls, is where it crashed", () => {
+    // V8 traces each compile; 1,500 inserts call several of PGlite's imports over 1,000 times each
+    // (without keepWasmWrappersGeneric this run compiled 18 such wrappers).
+    const script = [
+      `const { openEmbedded } = await import(${JSON.stringify(join(ROOT, "src/store/embedded.ts"))})`,
+      `const db = await openEmbedded(undefined)`,
+      `await db.exec("CREATE TABLE t (n int8)")`,
+      `for (let i = 0; i < 1500; i++) await db.query("INSERT INTO t VALUES ($1)", [i])`,
+      `const { rows } = await db.query("SELECT count(*)::int AS n FROM t")`,
+      `await db.close()`,
+      `console.log("rows", rows[0].n)`
+    ].join("\n")
+    const child = spawnSync(process.execPath, ["--trace-wasm-compilation-times", "--import", "tsx", "--input-type=module", "-e", script], {
+      cwd: ROOT,
+      encoding: "utf8",
+      timeout: 60_000,
+      maxBuffer: 64 * 1024 * 1024
+    })
+    expect(child.signal).toBeNull()
+    const lines = child.stdout.split("\n")
+    expect(lines).toContain("rows 1500")
+    expect(lines.filter((l) => l.startsWith("Compiled function")).length).toBeGreaterThan(100)
+    expect(lines.filter((l) => l.startsWith("Compiled WasmToJS wrapper"))).toEqual([])
+  }, 60_000)
 })
