@@ -24,6 +24,7 @@ import {
   onTestClock,
   organisationId,
   query,
+  STARTING_STEP,
   T0
 } from "./support.ts"
 
@@ -153,7 +154,7 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       await Effect.runPromise(Effect.gen(function*() {
         yield* TestClock.setTime(T0 - 10_000)
         const { rule, ids } = yield* process(Effect.gen(function*() {
-          yield* advance("10 seconds")
+          yield* advance("10 seconds", STARTING_STEP)
           const org = yield* organisationId
           const rule = yield* newRule(org, "offline", { afterSeconds: 150 })
           const ids = yield* newDevices(org, 3)

@@ -44,18 +44,27 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
 /**
  * Moves TestClock by `total` in steps, letting the cluster's real I/O (SQL) run between them: a
  * single big jump would also expire the cluster's own operation timeouts while a statement is in flight.
- * Each step also waits for one round-trip to the store, so the clock goes no faster than the
- * store answers (the shard locks are out of reach of the clock: `TEST_CLOCK_TIMINGS`).
+ * Each step also waits a moment of real time (10 ms; 20 ms for a step of a second or more) and one
+ * round-trip to the store, so the clock goes no faster than the store answers (the shard locks are
+ * out of reach of the clock: `TEST_CLOCK_TIMINGS`). Steps of a second by default: every step wakes
+ * the cluster's pollers and costs a statement or more, and at 100 ms this file's 8,800 steps took
+ * 150 s and 92 s of CPU. A phase where a process starts and takes its shards, or one whose bound
+ * is about the schedule itself, steps finer (`step`).
  */
-export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
+export const advance = (total: Duration.Input, step: Duration.Input = "1 second") =>
   Effect.gen(function*() {
-    const steps = Math.ceil(Duration.toMillis(Duration.fromInputUnsafe(total)) / Duration.toMillis(Duration.fromInputUnsafe(step)))
+    const stepMs = Duration.toMillis(Duration.fromInputUnsafe(step))
+    const steps = Math.ceil(Duration.toMillis(Duration.fromInputUnsafe(total)) / stepMs)
+    const settle = Duration.millis(Math.min(20, Math.max(10, stepMs / 50)))
     for (let i = 0; i < steps; i++) {
       yield* TestClock.adjust(step)
-      yield* TestClock.withLive(Effect.sleep("10 millis"))
+      yield* TestClock.withLive(Effect.sleep(settle))
       yield* query("SELECT 1")
     }
   })
+
+/** How a new process's first seconds pass on TestClock: in 100 ms steps, while its runner takes its shards. */
+export const STARTING_STEP = "100 millis"
 
 /**
  * Retries `check` until it succeeds, moving TestClock by `step` after each miss (at most `attempts`
@@ -79,7 +88,7 @@ export const onTestClock = async <A, E>(kind: StoreKind, program: Effect.Effect<
     return await Effect.runPromise(
       Effect.gen(function*() {
         yield* TestClock.setTime(T0 - 10_000)
-        return yield* Effect.andThen(advance("10 seconds"), program).pipe(Effect.provide(coreLayer(db?.url ?? "memory://")))
+        return yield* Effect.andThen(advance("10 seconds", STARTING_STEP), program).pipe(Effect.provide(coreLayer(db?.url ?? "memory://")))
       }).pipe(Effect.provide(TestClock.layer()), Effect.scoped)
     )
   } finally {
