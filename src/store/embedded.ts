@@ -1,5 +1,6 @@
 import type { Results } from "@electric-sql/pglite"
-import { extname } from "node:path"
+import { readFileSync } from "node:fs"
+import { extname, join, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import { setFlagsFromString } from "node:v8"
 import { Worker } from "node:worker_threads"
@@ -30,6 +31,11 @@ export interface EmbeddedQueryable {
 
 export interface EmbeddedDb extends EmbeddedQueryable {
   /**
+   * How the database came to be: found where it was (`existing`), made by Postgres's initdb, or
+   * unpacked from the initdb template (`template`, see `initdbTemplate`).
+   */
+  readonly origin: Origin
+  /**
    * Runs `f` in one transaction: committed when its promise resolves, rolled back (and the
    * failure re-thrown) when it rejects. Other statements wait until it ends.
    */
@@ -37,9 +43,13 @@ export interface EmbeddedDb extends EmbeddedQueryable {
   close(): Promise<void>
 }
 
+export type Origin = "existing" | "initdb" | "template"
+
 /** What the worker is started with. */
 export interface StartData {
   readonly dataDir: string | undefined
+  /** Where the initdb template is kept (none when undefined). */
+  readonly template: string | undefined
 }
 
 /** A failure crossing the thread boundary: the message and every primitive field (`code`…). */
@@ -62,11 +72,12 @@ export type Request =
   | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
   | { readonly id: number; readonly op: "close" }
 
-/** The answer to request `id` (0: the worker's start); `result` for a query. */
+/** The answer to request `id` (0: the worker's start, with `origin`); `result` for a query. */
 export interface Reply {
   readonly id: number
   readonly result?: Results<unknown>
   readonly error?: ThrownError
+  readonly origin?: Origin
 }
 
 /** The failure as an Error carrying the database's fields, as PGlite's own `DatabaseError` does. */
@@ -117,15 +128,42 @@ export const keepWasmWrappersGeneric = () => {
   if (Number(process.versions.v8?.split(".")[0]) >= 12) setFlagsFromString("--wasm-wrapper-tiering-budget=2147483647")
 }
 
-/** Opens PGlite in `dataDir` (in memory when undefined) on its own thread. */
-export const openEmbedded = (dataDir: string | undefined): Promise<EmbeddedDb> =>
+/**
+ * The initdb template: a new database's files as Postgres's initdb left them, in a tar, kept in
+ * `node_modules/.cache/voltaic/` beside the PGlite they came from (named by its version). Initdb
+ * is most of what opening a new PGlite costs: 2.4-3.5 s and as much CPU on this project's 2-core
+ * machines, against 0.9-1.0 s to unpack the template, in memory or on disk (a first start with a
+ * new DATA_DIR, `DATABASE_URL=memory://`, and the test suites, which open hundreds). The first
+ * database made in memory writes it (its dump, 40 MB, 0.4 s); it carries a SHA-256 of itself and
+ * one that does not match is not used (`pgliteWorker.ts`). Undefined where no `node_modules`
+ * holds PGlite (Deno's own cache): every new database is then made by initdb.
+ */
+export const initdbTemplate = (): string | undefined => {
+  try {
+    const entry = fileURLToPath(import.meta.resolve("@electric-sql/pglite"))
+    const at = entry.lastIndexOf(`${sep}node_modules${sep}`)
+    if (at < 0) return undefined
+    const modules = entry.slice(0, at + sep.length + "node_modules".length)
+    const { version } = JSON.parse(readFileSync(join(modules, "@electric-sql", "pglite", "package.json"), "utf8")) as { version: string }
+    return join(modules, ".cache", "voltaic", `pglite-${version}-initdb.tar`)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Opens PGlite in `dataDir` (in memory when undefined) on its own thread; a new database comes
+ * from `template` when it holds one (default: `initdbTemplate()`; null: never).
+ */
+export const openEmbedded = (dataDir: string | undefined, template: string | null = initdbTemplate() ?? null): Promise<EmbeddedDb> =>
   new Promise((resolveOpen, rejectOpen) => {
     keepWasmWrappersGeneric()
-    const start: StartData = { dataDir }
+    const start: StartData = { dataDir, template: template ?? undefined }
     const worker = new Worker(workerUrl(), { workerData: start, execArgv: workerFlags(process.execArgv) })
     const waiting = new Map<number, { resolve: (reply: Reply) => void; reject: (error: Error) => void }>()
     let next = 1
     let opened = false
+    let origin: Origin = "existing"
     let ended: Error | undefined
 
     const call = (request: Request): Promise<Reply> => {
@@ -153,6 +191,7 @@ export const openEmbedded = (dataDir: string | undefined): Promise<EmbeddedDb> =
           return
         }
         opened = true
+        origin = reply.origin ?? "existing"
         // From here the thread keeps the process alive only while an answer is awaited, so a
         // process whose other work is done exits without closing the database, as it did in-thread.
         if (waiting.size === 0) worker.unref()
@@ -176,6 +215,9 @@ export const openEmbedded = (dataDir: string | undefined): Promise<EmbeddedDb> =
 
     const db: EmbeddedDb = {
       ...queryable(undefined),
+      get origin() {
+        return origin
+      },
       transaction: async <A>(f: (tx: EmbeddedQueryable) => Promise<A>) => {
         const tx = next++
         await call({ id: tx, op: "begin" })

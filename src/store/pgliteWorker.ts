@@ -7,8 +7,11 @@
  * compiles it beside `embedded.js`.
  */
 import { PGlite, type Transaction } from "@electric-sql/pglite"
+import { createHash } from "node:crypto"
+import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
+import { dirname, join } from "node:path"
 import { parentPort, workerData } from "node:worker_threads"
-import type { Reply, Request, StartData, ThrownError } from "./embedded.ts"
+import type { Origin, Reply, Request, StartData, ThrownError } from "./embedded.ts"
 
 const port = parentPort
 if (port === null) throw new Error("pgliteWorker: not started as a worker thread")
@@ -36,10 +39,62 @@ interface Open {
   readonly settled: Promise<void>
 }
 
+const DIGEST_BYTES = 32
+
+/** The template's tar when the file holds one whose SHA-256 (its last 32 bytes) matches. */
+const readTemplate = (file: string): Uint8Array<ArrayBuffer> | undefined => {
+  let bytes: Buffer
+  try {
+    bytes = readFileSync(file)
+  } catch {
+    return undefined
+  }
+  if (bytes.length <= DIGEST_BYTES) return undefined
+  const tar = bytes.subarray(0, bytes.length - DIGEST_BYTES)
+  return createHash("sha256").update(tar).digest().equals(bytes.subarray(bytes.length - DIGEST_BYTES)) ? new Uint8Array(tar) : undefined
+}
+
+/** Writes the template whole or not at all (a file beside it, renamed over it); a failure only costs the next initdb. */
+const writeTemplate = async (file: string, db: PGlite) => {
+  try {
+    const tar = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer())
+    mkdirSync(dirname(file), { recursive: true })
+    const partial = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`
+    writeFileSync(partial, Buffer.concat([tar, createHash("sha256").update(tar).digest()]))
+    renameSync(partial, file)
+  } catch {
+    // A read-only node_modules, a full disk: new databases keep coming from initdb.
+  }
+}
+
+/**
+ * PGlite open in `dataDir` (in memory when undefined). A new database is unpacked from the initdb
+ * template when one is kept (`initdbTemplate` in embedded.ts), else made by initdb; one made by
+ * initdb in memory, before anything else is in it, is dumped to be the template. A template is
+ * never written from a DATA_DIR: that dump would carry its lock file (`voltaic.lock`).
+ */
+const openPglite = async (data: StartData): Promise<{ readonly db: PGlite; readonly origin: Origin }> => {
+  const options = data.dataDir === undefined ? {} : { dataDir: data.dataDir }
+  if (data.dataDir !== undefined && existsSync(join(data.dataDir, "PG_VERSION"))) return { db: await PGlite.create(options), origin: "existing" }
+  const tar = data.template === undefined ? undefined : readTemplate(data.template)
+  if (tar !== undefined) {
+    try {
+      return { db: await PGlite.create({ ...options, loadDataDir: new Blob([tar]) }), origin: "template" }
+    } catch (cause) {
+      // In memory nothing is left behind: initdb below, and its dump replaces the template.
+      if (data.dataDir !== undefined) throw cause
+    }
+  }
+  const db = await PGlite.create(options)
+  if (data.template !== undefined && data.dataDir === undefined) await writeTemplate(data.template, db)
+  return { db, origin: "initdb" }
+}
+
 const start = async (data: StartData) => {
   let db: PGlite
+  let origin: Origin
   try {
-    db = await PGlite.create(data.dataDir === undefined ? undefined : { dataDir: data.dataDir })
+    ;({ db, origin } = await openPglite(data))
     // A new WAL segment is not filled with 16 MB of zeros first (Postgres's default, for file
     // systems that allocate on write). In memory that fill, a growing Emscripten file, held the
     // one statement that crossed into the segment for 260-400 ms (a command run's p99 in
@@ -115,7 +170,7 @@ const start = async (data: StartData) => {
       }
     }
   })
-  reply({ id: 0 })
+  reply({ id: 0, origin })
 }
 
 void start(workerData as StartData)

@@ -1,11 +1,11 @@
 import { spawnSync } from "node:child_process"
-import { readFileSync } from "node:fs"
-import { mkdtemp, rm, writeFile } from "node:fs/promises"
+import { existsSync, readFileSync } from "node:fs"
+import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type EmbeddedDb, openEmbedded, workerFlags } from "../../src/store/embedded.ts"
+import { type EmbeddedDb, initdbTemplate, openEmbedded, workerFlags } from "../../src/store/embedded.ts"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
@@ -125,6 +125,59 @@ describe("PGlite on its own thread", () => {
     await second.close()
   })
 
+  it("makes a new database from the initdb template once one is kept, in memory and on disk; a damaged one is not used", async () => {
+    const template = join(root, "cache", "initdb.tar")
+    const first = await openEmbedded(undefined, template)
+    expect(first.origin).toBe("initdb")
+    expect(existsSync(template)).toBe(true)
+    // Dumped before anything was in it: what comes later in the first stays out of the next.
+    await first.exec("CREATE TABLE leftover (n int)")
+    await first.close()
+
+    const second = await openEmbedded(undefined, template)
+    try {
+      expect(second.origin).toBe("template")
+      expect((await second.query("SELECT to_regclass('leftover') AS t")).rows).toEqual([{ t: null }])
+      await second.exec("CREATE TABLE fresh (n int); INSERT INTO fresh VALUES (7)")
+      expect((await second.query("SELECT n FROM fresh")).rows).toEqual([{ n: 7 }])
+    } finally {
+      await second.close()
+    }
+
+    // On disk, beside the lock file a server keeps there, which the template leaves alone.
+    const dataDir = join(root, "from-template")
+    await mkdir(dataDir)
+    await writeFile(join(dataDir, "voltaic.lock"), "held by this test")
+    const onDisk = await openEmbedded(dataDir, template)
+    expect(onDisk.origin).toBe("template")
+    await onDisk.exec("CREATE TABLE kept (n int); INSERT INTO kept VALUES (42)")
+    await onDisk.close()
+    const again = await openEmbedded(dataDir, template)
+    try {
+      expect(again.origin).toBe("existing")
+      expect((await again.query("SELECT n FROM kept")).rows).toEqual([{ n: 42 }])
+      expect(readFileSync(join(dataDir, "voltaic.lock"), "utf8")).toBe("held by this test")
+    } finally {
+      await again.close()
+    }
+
+    // One byte changed: its digest no longer matches, so initdb makes the database and a new template.
+    const bytes = readFileSync(template)
+    bytes[Math.floor(bytes.length / 2)] ^= 0xff
+    await writeFile(template, bytes)
+    const damaged = await openEmbedded(undefined, template)
+    await damaged.close()
+    expect(damaged.origin).toBe("initdb")
+    const repaired = await openEmbedded(undefined, template)
+    await repaired.close()
+    expect(repaired.origin).toBe("template")
+  }, 60_000)
+
+  it("keeps the initdb template in node_modules/.cache, named by PGlite's version", () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, "node_modules/@electric-sql/pglite/package.json"), "utf8")) as { version: string }
+    expect(initdbTemplate()).toBe(join(ROOT, "node_modules", ".cache", "voltaic", `pglite-${version}-initdb.tar`))
+  })
+
   it("fails to open where no database can be made, saying why", async () => {
     const notADirectory = join(root, "a-file")
     await writeFile(notADirectory, "not a database")
@@ -177,9 +230,9 @@ describe("PGlite on its own thread", () => {
       maxBuffer: 64 * 1024 * 1024
     })
     expect(child.signal).toBeNull()
-    const lines = child.stdout.split("\n")
-    expect(lines).toContain("rows 1500")
-    expect(lines.filter((l) => l.startsWith("Compiled function")).length).toBeGreaterThan(100)
-    expect(lines.filter((l) => l.startsWith("Compiled WasmToJS wrapper"))).toEqual([])
+    // V8 prints from its threads through C's buffered stdout, which interleaves with Node's writes.
+    expect(child.stdout).toContain("rows 1500")
+    expect(child.stdout.match(/Compiled function/g)?.length).toBeGreaterThan(100)
+    expect(child.stdout.match(/Compiled WasmToJS wrapper[^\n]*/g) ?? []).toEqual([])
   }, 60_000)
 })
