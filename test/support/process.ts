@@ -33,9 +33,18 @@ const baseEnv = (env: Record<string, string>) => ({
   ...env
 })
 
+/**
+ * V8 flags of the servers and tools the suites start from the sources: wasm on Liftoff, V8's
+ * baseline compiler, only. Such a process lives seconds, and V8's optimizing compiler spent most
+ * of its threads' CPU compiling PGlite's hot functions for work that was over before they were
+ * ready (to `listening` on memory://: 2.5 s of CPU on V8's threads, 0.7 s with this). `npm start`,
+ * the benchmarks and every real server keep both tiers; the suites measure no speed.
+ */
+export const TEST_NODE_FLAGS: ReadonlyArray<string> = ["--liftoff-only"]
+
 /** `npm start` without npm: the same entry through tsx. */
 const spawnServer = (env: Record<string, string>) =>
-  spawn(process.execPath, ["--import", "tsx", "src/main.ts"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+  spawn(process.execPath, [...TEST_NODE_FLAGS, "--import", "tsx", "src/main.ts"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
 /** `npm start` itself: it builds (when needed) and runs the built JavaScript. */
 export const spawnNpmStart = (env: Record<string, string>) =>
@@ -43,7 +52,7 @@ export const spawnNpmStart = (env: Record<string, string>) =>
 
 /** `voltaic start` from the sources: the command-line tool's way to the same server. */
 export const spawnCliStart = (env: Record<string, string>) =>
-  spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", "start"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+  spawn(process.execPath, [...TEST_NODE_FLAGS, "--import", "tsx", "src/cli/main.ts", "start"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
 const LISTENING = {
   port: /http listening on [^\s:]+:(\d+)/,
@@ -121,7 +130,7 @@ export const runServerToExit = (env: Record<string, string>, timeoutMs = 30_000)
 
 /** `npm run voltaic -- …args` without npm: the command-line tool through tsx. */
 export const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-  spawn(process.execPath, ["--import", "tsx", "src/cli/main.ts", ...args], {
+  spawn(process.execPath, [...TEST_NODE_FLAGS, "--import", "tsx", "src/cli/main.ts", ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"]
