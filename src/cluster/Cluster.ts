@@ -24,9 +24,14 @@ import { layerPglite } from "./pgliteSqlClient.ts"
  * Effect's cluster (`effect/cluster`) under Voltaic's entities: which process owns each device
  * bucket, space and alert, and the stored messages between them (persisted, delivered at a time).
  *
- * - Embedded default (PGlite): one runner (`SingleRunner`) whose messages and shard leases are
- *   tables of the same PGlite database, through an `effect/sql` client over the store's instance
- *   (`pgliteSqlClient.ts`: `@effect/sql-pglite` does not load with effect 4.1).
+ * - Embedded default (PGlite): one runner (`SingleRunner`) whose messages are tables of the same
+ *   PGlite database, through an `effect/sql` client over the store's instance
+ *   (`pgliteSqlClient.ts`: `@effect/sql-pglite` does not load with effect 4.1). Its shards are
+ *   held in memory (`runnerStorage: "memory"`): one process holds a DATA_DIR (`dataDirLock.ts`)
+ *   and `memory://` is the process's own, so no other runner can exist to take them. In the
+ *   database their 300 leases were refreshed every 2 s, one statement over 300 ids and 300
+ *   updates (25 ms of PGlite's one thread, a stall in every command run behind it), and a
+ *   shutdown released them one by one.
  * - Postgres: every process is a runner. Runners register in Postgres, hold their shards with
  *   advisory locks and call each other over HTTP at `RUNNER_PATH` on their own REST port
  *   (no extra port), guarded by a secret every process reads from the shared store
@@ -149,7 +154,7 @@ export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
   const timings = yield* ClusterTimings
   if (databaseTarget(config)._tag === "pglite") {
-    return SingleRunner.layer({ shardingConfig: timings, runnerStorage: "sql" }).pipe(
+    return SingleRunner.layer({ shardingConfig: timings, runnerStorage: "memory" }).pipe(
       Layer.provide([ClusterSqlLive, Digest.layerWebCrypto]),
       Layer.orDie
     )

@@ -1,10 +1,11 @@
 import { ConfigProvider, Effect, Layer, Schema } from "effect"
-import { Entity } from "effect/cluster"
+import { Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
 import { afterAll, describe, expect, it } from "vitest"
 import { ClusterLive, sameSecret } from "../../src/cluster/Cluster.ts"
 import { SetupLive } from "../../src/store/setup.ts"
 import { StoreLive } from "../../src/app.ts"
+import { Sql } from "../../src/store/Sql.ts"
 import { createPostgresDatabase, type TestDatabase } from "../support/databases.ts"
 
 /** A counter entity: the smallest thing that proves messages reach one owner that keeps state. */
@@ -15,14 +16,17 @@ const CounterLive = Counter.toLayer(Effect.gen(function*() {
   return Counter.of({ Add: ({ payload }) => Effect.sync(() => (total += payload.n)) })
 }))
 
-const run = (env: Record<string, string>) =>
-  Effect.gen(function*() {
-    const client = yield* Counter.client
-    const a = yield* client("a").Add({ n: 2 })
-    const b = yield* client("a").Add({ n: 3 })
-    const other = yield* client("b").Add({ n: 10 })
-    return [a, b, other]
-  }).pipe(
+const counts = Effect.gen(function*() {
+  const client = yield* Counter.client
+  const a = yield* client("a").Add({ n: 2 })
+  const b = yield* client("a").Add({ n: 3 })
+  const other = yield* client("b").Add({ n: 10 })
+  return [a, b, other]
+})
+
+/** `program` with a core's store and cluster (and the counter entity) on `env`'s database. */
+const withCore = <A, E>(env: Record<string, string>, program: Effect.Effect<A, E, Sharding.Sharding | Sql>) =>
+  program.pipe(
     Effect.provide(CounterLive.pipe(
       Layer.provideMerge(ClusterLive),
       Layer.provideMerge(SetupLive),
@@ -33,6 +37,8 @@ const run = (env: Record<string, string>) =>
     Effect.runPromise
   )
 
+const run = (env: Record<string, string>) => withCore(env, counts)
+
 describe("cluster layer", () => {
   const dbs: Array<TestDatabase> = []
   afterAll(async () => {
@@ -41,6 +47,15 @@ describe("cluster layer", () => {
 
   it("routes messages to one stateful owner on the embedded store (single runner on PGlite)", async () => {
     expect(await run({ DATABASE_URL: "memory://" })).toEqual([2, 5, 10])
+  })
+
+  it("holds the single runner's shards in memory on PGlite: no lease rows in the store to refresh", async () => {
+    const tables = await withCore({ DATABASE_URL: "memory://" }, Effect.gen(function*() {
+      expect(yield* counts).toEqual([2, 5, 10])
+      const sql = yield* Sql
+      return yield* sql.query<{ t: string | null }>("SELECT to_regclass('cluster_locks')::text AS t, to_regclass('cluster_runners')::text AS r")
+    }))
+    expect(tables).toEqual([{ t: null, r: null }])
   })
 
   it("routes messages to one stateful owner on Postgres (HTTP runner, sql-pg storage)", async () => {

@@ -46,12 +46,13 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
  * single big jump would also expire the cluster's own operation timeouts while a statement is in flight.
  * Each step also waits a moment of real time (10 ms; 20 ms for a step of a second or more) and one
  * round-trip to the store, so the clock goes no faster than the store answers (the shard locks are
- * out of reach of the clock: `TEST_CLOCK_TIMINGS`). Steps of a second by default: every step wakes
- * the cluster's pollers and costs a statement or more, and at 100 ms this file's 8,800 steps took
- * 150 s and 92 s of CPU. A phase where a process starts and takes its shards, or one whose bound
- * is about the schedule itself, steps finer (`step`).
+ * out of reach of the clock: `TEST_CLOCK_TIMINGS`). Steps of 100 ms by default: a deadline's work
+ * (a bucket's timer, then the alert it sends through stored messages polled every 250 ms on this
+ * clock) gets several steps of real time before the test looks for it. Steps of a second took
+ * this file from 150 to 112 s but not its CPU (91 s either way), and a run under load once
+ * missed an alert after them.
  */
-export const advance = (total: Duration.Input, step: Duration.Input = "1 second") =>
+export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
   Effect.gen(function*() {
     const stepMs = Duration.toMillis(Duration.fromInputUnsafe(step))
     const steps = Math.ceil(Duration.toMillis(Duration.fromInputUnsafe(total)) / stepMs)
