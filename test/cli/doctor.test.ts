@@ -13,7 +13,7 @@ const MIGRATIONS = readdirSync(join(ROOT, "migrations")).filter((f) => /^\d{4}_.
 const NATS_URL = process.env.TEST_NATS_URL ?? "nats://127.0.0.1:4222"
 
 /** Every listener on a port free a moment ago, outside the ephemeral range, on 127.0.0.1: what doctor binds to check. */
-const freePorts = async () => ({
+const unusedPorts = async () => ({
   HOST: "127.0.0.1",
   PORT: String(await unusedPort()),
   MQTT_PORT: String(await unusedPort()),
@@ -31,7 +31,7 @@ describe.each(["pglite", "postgres"] as const)("voltaic doctor and migrate on a 
     const dir = await stores.dir()
     // Valid for 10 days: a warning, which does not fail the check.
     const tls = makeCertificate(dir, `soon-${kind}`, 10)
-    const env = { ...(await stores.env(kind, "fresh")), ...(await freePorts()), NATS_URL, TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key }
+    const env = { ...(await stores.env(kind, "fresh")), ...(await unusedPorts()), NATS_URL, TLS_CERT_FILE: tls.cert, TLS_KEY_FILE: tls.key }
 
     const before = await runCli(["doctor"], env)
     expect(before.code).toBe(1)
@@ -51,7 +51,7 @@ describe.each(["pglite", "postgres"] as const)("voltaic doctor and migrate on a 
     ])
 
     // Ports picked again, so a pick is never reused across runs of doctor.
-    const ports = await freePorts()
+    const ports = await unusedPorts()
     const after = await runCli(["doctor"], { ...env, ...ports })
     expect(after.stderr, after.stdout).toBe("")
     expect(after.code).toBe(0)
@@ -95,7 +95,7 @@ describe("voltaic doctor, when things are wrong", () => {
       const [taken, takenUdp] = [await listen(tcp), await bindUdp(udp)]
       const one = makeCertificate(dir, "one", 365)
       const other = makeCertificate(dir, "other", 365)
-      const ports = await freePorts()
+      const ports = await unusedPorts()
       const env = {
         ...ports,
         DATABASE_URL: "memory://",

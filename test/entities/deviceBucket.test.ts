@@ -24,7 +24,6 @@ import {
   onTestClock,
   organisationId,
   query,
-  STARTING_STEP,
   T0
 } from "./support.ts"
 
@@ -154,7 +153,7 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       await Effect.runPromise(Effect.gen(function*() {
         yield* TestClock.setTime(T0 - 10_000)
         const { rule, ids } = yield* process(Effect.gen(function*() {
-          yield* advance("10 seconds", STARTING_STEP)
+          yield* advance("10 seconds")
           const org = yield* organisationId
           const rule = yield* newRule(org, "offline", { afterSeconds: 150 })
           const ids = yield* newDevices(org, 3)

@@ -44,28 +44,22 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
 /**
  * Moves TestClock by `total` in steps, letting the cluster's real I/O (SQL) run between them: a
  * single big jump would also expire the cluster's own operation timeouts while a statement is in flight.
- * Each step also waits a moment of real time (10 ms; 20 ms for a step of a second or more) and one
- * round-trip to the store, so the clock goes no faster than the store answers (the shard locks are
- * out of reach of the clock: `TEST_CLOCK_TIMINGS`). Steps of 100 ms by default: a deadline's work
- * (a bucket's timer, then the alert it sends through stored messages polled every 250 ms on this
- * clock) gets several steps of real time before the test looks for it. Steps of a second took
- * this file from 150 to 112 s but not its CPU (91 s either way), and a run under load once
- * missed an alert after them.
+ * Each step also waits 10 ms of real time and one round-trip to the store, so the clock goes no
+ * faster than the store answers (the shard locks are out of reach of the clock: `TEST_CLOCK_TIMINGS`).
+ * Steps of 100 ms by default: a deadline's work (a bucket's timer, then the alert it sends through
+ * stored messages polled every 250 ms on this clock) gets several steps of real time before the
+ * test looks for it. Steps of a second took this file from 150 to 112 s but not its CPU (91 s
+ * either way), and a run under load once missed an alert after them.
  */
 export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
   Effect.gen(function*() {
-    const stepMs = Duration.toMillis(Duration.fromInputUnsafe(step))
-    const steps = Math.ceil(Duration.toMillis(Duration.fromInputUnsafe(total)) / stepMs)
-    const settle = Duration.millis(Math.min(20, Math.max(10, stepMs / 50)))
+    const steps = Math.ceil(Duration.toMillis(Duration.fromInputUnsafe(total)) / Duration.toMillis(Duration.fromInputUnsafe(step)))
     for (let i = 0; i < steps; i++) {
       yield* TestClock.adjust(step)
-      yield* TestClock.withLive(Effect.sleep(settle))
+      yield* TestClock.withLive(Effect.sleep("10 millis"))
       yield* query("SELECT 1")
     }
   })
-
-/** How a new process's first seconds pass on TestClock: in 100 ms steps, while its runner takes its shards. */
-export const STARTING_STEP = "100 millis"
 
 /**
  * Retries `check` until it succeeds, moving TestClock by `step` after each miss (at most `attempts`
@@ -89,7 +83,7 @@ export const onTestClock = async <A, E>(kind: StoreKind, program: Effect.Effect<
     return await Effect.runPromise(
       Effect.gen(function*() {
         yield* TestClock.setTime(T0 - 10_000)
-        return yield* Effect.andThen(advance("10 seconds", STARTING_STEP), program).pipe(Effect.provide(coreLayer(db?.url ?? "memory://")))
+        return yield* Effect.andThen(advance("10 seconds"), program).pipe(Effect.provide(coreLayer(db?.url ?? "memory://")))
       }).pipe(Effect.provide(TestClock.layer()), Effect.scoped)
     )
   } finally {
