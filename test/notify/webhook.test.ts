@@ -100,8 +100,9 @@ describe("webhook notifications", () => {
       calls.push(Date.now())
       return Promise.reject(new TypeError("fetch failed"))
     }
-    // Retries 20 ms and 40 ms after a failure fit in 100 ms; the next, 80 ms later, would not.
-    const capped = makeNotifier({ fetch: failing, retry: { baseDelay: "20 millis", maxDelay: "1 second", maxAttempts: 100, maxElapsed: "100 millis", jitter: false } })
+    // Retries 200 ms and 400 ms after a failure fit in 1 s; the next, 800 ms later, would not. (At
+    // a tenth of these, a loaded CI machine once stalled the second retry's decision past its cap.)
+    const capped = makeNotifier({ fetch: failing, retry: { baseDelay: "200 millis", maxDelay: "10 seconds", maxAttempts: 100, maxElapsed: "1 second", jitter: false } })
     const outcome = single(await run(capped.notify(alertRequest({ webhookUrl: "http://receiver.invalid/hook" }))))
     expect(outcome).toMatchObject({ status: "failed", attempts: 3, error: "fetch failed" })
     expect(calls).toHaveLength(3)
