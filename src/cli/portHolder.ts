@@ -1,4 +1,5 @@
 import { readdir, readFile, readlink } from "node:fs/promises"
+import { basename } from "node:path"
 
 /** The process holding a port, as `voltaic doctor` names it. */
 export interface PortHolder {
@@ -27,6 +28,20 @@ const socketInodes = async (table: string, port: number, listening: boolean): Pr
 const MAX_COMMAND = 80
 
 /**
+ * A command line as `doctor` prints it: the program by its file name (`node`, not the path
+ * npm or nvm installed it under), and a line still too long cut in the middle. The end
+ * stays: it is the script (`src/main.ts`, `dist/main.js`) that tells one Node process from another.
+ */
+export const shortCommand = (argv: ReadonlyArray<string>): string => {
+  const parts = argv.filter((part) => part !== "")
+  if (parts.length === 0) return ""
+  const command = [basename(parts[0]), ...parts.slice(1)].join(" ")
+  if (command.length <= MAX_COMMAND) return command
+  const head = Math.floor((MAX_COMMAND - 1) / 3)
+  return `${command.slice(0, head)}…${command.slice(command.length - (MAX_COMMAND - 1 - head))}`
+}
+
+/**
  * Which process holds a TCP (listening) or UDP port on this host, read from Linux's `/proc`:
  * the socket's inode in `/proc/net`, then the process with a descriptor on it. Undefined
  * where that cannot be seen (another OS, another user's process without root, a container
@@ -45,8 +60,7 @@ export const portHolder = async (port: number, protocol: "tcp" | "udp"): Promise
         const target = await readlink(`/proc/${entry}/fd/${fd}`).catch(() => "")
         if (!targets.has(target)) continue
         const cmdline = await readFile(`/proc/${entry}/cmdline`, "utf8").catch(() => "")
-        const command = cmdline.split("\0").filter((part) => part !== "").join(" ")
-        return { pid: Number(entry), command: command.length > MAX_COMMAND ? `${command.slice(0, MAX_COMMAND - 1)}…` : command }
+        return { pid: Number(entry), command: shortCommand(cmdline.split("\0")) }
       }
     }
     return undefined
