@@ -78,6 +78,15 @@ export const CLUSTER_TIMINGS = {
 } satisfies Partial<ShardingConfig.ShardingConfig["Service"]>
 
 /**
+ * How often PGlite's single runner reads the stored messages it was not told of. It is told of
+ * every one: each is sent by this process, and a send wakes the read at once, as does taking its
+ * shards at a start (messages left by the last run). The timed read is a fallback, and on PGlite
+ * it is not free: one statement over the 300 shards (`shard_id IN (…)`, planned each time) held
+ * PGlite's only thread 4-12 ms every 250 ms, and any command run or event batch behind it waited.
+ */
+export const SINGLE_RUNNER_POLL = "5 seconds"
+
+/**
  * The timings the cluster runs with: `CLUSTER_TIMINGS` unless a test provides others. Tests on
  * TestClock (test/entities/support.ts) hold their shard locks for hours of their clock: a lock
  * refresh's deadline is a real-time matter, and on TestClock a step of the test could pass it while
@@ -154,7 +163,7 @@ export const ClusterLive = Layer.unwrap(Effect.gen(function*() {
   const config = yield* AppConfig
   const timings = yield* ClusterTimings
   if (databaseTarget(config)._tag === "pglite") {
-    return SingleRunner.layer({ shardingConfig: timings, runnerStorage: "memory" }).pipe(
+    return SingleRunner.layer({ shardingConfig: { ...timings, entityMessagePollInterval: SINGLE_RUNNER_POLL }, runnerStorage: "memory" }).pipe(
       Layer.provide([ClusterSqlLive, Digest.layerWebCrypto]),
       Layer.orDie
     )

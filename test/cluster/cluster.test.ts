@@ -1,8 +1,9 @@
 import { ConfigProvider, Effect, Layer, Schema } from "effect"
-import { Entity, type Sharding } from "effect/cluster"
+import { ClusterSchema, Entity, type Sharding } from "effect/cluster"
 import { Rpc } from "effect/rpc"
+import { TestClock } from "effect/testing"
 import { afterAll, describe, expect, it } from "vitest"
-import { ClusterLive, sameSecret } from "../../src/cluster/Cluster.ts"
+import { ClusterLive, sameSecret, SINGLE_RUNNER_POLL } from "../../src/cluster/Cluster.ts"
 import { SetupLive } from "../../src/store/setup.ts"
 import { StoreLive } from "../../src/app.ts"
 import { Sql } from "../../src/store/Sql.ts"
@@ -14,6 +15,14 @@ const Counter = Entity.make("TestCounter", [Add])
 const CounterLive = Counter.toLayer(Effect.gen(function*() {
   let total = 0
   return Counter.of({ Add: ({ payload }) => Effect.sync(() => (total += payload.n)) })
+}))
+
+/** The same, its message stored before it is delivered (as alerts' Acknowledge and Resolve are). */
+const AddStored = Rpc.make("AddStored", { payload: { n: Schema.Number }, success: Schema.Number }).annotate(ClusterSchema.Persisted, true)
+const StoredCounter = Entity.make("TestStoredCounter", [AddStored])
+const StoredCounterLive = StoredCounter.toLayer(Effect.gen(function*() {
+  let total = 0
+  return StoredCounter.of({ AddStored: ({ payload }) => Effect.sync(() => (total += payload.n)) })
 }))
 
 const counts = Effect.gen(function*() {
@@ -56,6 +65,32 @@ describe("cluster layer", () => {
       return yield* sql.query<{ t: string | null }>("SELECT to_regclass('cluster_locks')::text AS t, to_regclass('cluster_runners')::text AS r")
     }))
     expect(tables).toEqual([{ t: null, r: null }])
+  })
+
+  it(`delivers a stored message on PGlite as it is sent, not at the single runner's timed read of the store (every ${SINGLE_RUNNER_POLL})`, async () => {
+    const program = Effect.gen(function*() {
+      // The runner takes its shards on its own schedule: TestClock is moved ten seconds first, in steps.
+      for (let i = 0; i < 100; i++) {
+        yield* TestClock.adjust("100 millis")
+        yield* TestClock.withLive(Effect.sleep("10 millis"))
+      }
+      // From here the clock stands still: a message that waited for the timed read would never be answered.
+      const client = yield* StoredCounter.client
+      const first = yield* client("a").AddStored({ n: 2 })
+      const second = yield* client("a").AddStored({ n: 3 })
+      return [first, second]
+    }).pipe(
+      Effect.provide(StoredCounterLive.pipe(
+        Layer.provideMerge(ClusterLive),
+        Layer.provideMerge(SetupLive),
+        Layer.provideMerge(StoreLive),
+        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ LOG_LEVEL: "error", HOST: "127.0.0.1", DATABASE_URL: "memory://" })))
+      )),
+      (answered) => Effect.raceFirst(answered, TestClock.withLive(Effect.andThen(Effect.sleep("20 seconds"), Effect.fail(new Error("the stored message was not answered"))))),
+      Effect.provide(TestClock.layer()),
+      Effect.scoped
+    )
+    expect(await Effect.runPromise(program)).toEqual([2, 5])
   })
 
   it("routes messages to one stateful owner on Postgres (HTTP runner, sql-pg storage)", async () => {
