@@ -90,6 +90,21 @@ const INSERT_EVENTS_TOUCH = `WITH inserted AS (
   FROM seen WHERE d.id = seen.id AND d.id = ANY(ARRAY(SELECT id FROM locked))`
 
 /**
+ * `INSERT_EVENTS_TOUCH` for PGlite: one session, so no other transaction can hold a device row
+ * and no lock order is needed; the locking pass (a row lock, written to the WAL, per device)
+ * cost 5-10 µs of the 47-80 per event of a 300-event batch (PGlite alone, alternated rounds).
+ */
+const INSERT_EVENTS_TOUCH_ONE_SESSION = `WITH inserted AS (
+    INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
+    SELECT u.id, u.org, u.dev, u.name, u.data -> 0, u.ts, u.rcv, u.proto, false
+    FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, dev text, name text, data jsonb, ts int8, rcv int8, proto text)
+    RETURNING 1
+  ),
+  seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8))
+  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
+  FROM seen WHERE d.id = ANY(ARRAY(SELECT id FROM seen)) AND d.id = seen.id`
+
+/**
  * Events as a JSON array of records. `data` is already JSON text and goes in as it is, inside a
  * one-element array (`u.data -> 0`), so that JSON null stays a JSON null and no data stays SQL NULL.
  */
@@ -157,7 +172,8 @@ const LOCATION_COLUMNS = ["id", "organisationId", "deviceId", "latitude", "longi
 const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Effect<void, SqlError> => {
   const plain = plainEvents(items)
   if (plain !== undefined) {
-    return Effect.asVoid(sql.query(INSERT_EVENTS_TOUCH, [eventsDocument(plain), seenDocument(lastSeen(items))]))
+    const statement = sql.dialect === "pglite" ? INSERT_EVENTS_TOUCH_ONE_SESSION : INSERT_EVENTS_TOUCH
+    return Effect.asVoid(sql.query(statement, [eventsDocument(plain), seenDocument(lastSeen(items))]))
   }
   const runsOnly = onlyRuns(items)
   if (runsOnly !== undefined) return Effect.asVoid(sql.query(INSERT_RUNS, columnsOf(runsOnly, RUN_COLUMNS)))

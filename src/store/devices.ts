@@ -160,7 +160,12 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
  */
 export const touchDevices = (client: SqlClient, seen: ReadonlyMap<string, number>) =>
   client.query<{ id: string }>(
-    `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen)),
+    // PGlite is one session: no other transaction holds these rows, and no lock order is needed.
+    client.dialect === "pglite"
+      ? `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen))
+     UPDATE devices d SET last_seen_at = u.seen
+     FROM u WHERE d.id = ANY($1::text[]) AND d.id = u.id AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen) RETURNING d.id`
+      : `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen)),
      locked AS (SELECT d.id FROM devices d JOIN u ON u.id = d.id
                 WHERE d.id = ANY($1::text[]) AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen)
                 ORDER BY d.id FOR NO KEY UPDATE OF d)

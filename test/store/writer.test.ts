@@ -1,5 +1,6 @@
 import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { touchDevices } from "../../src/store/devices.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../../src/store/Sql.ts"
 import { makeWriter, type WriteItem } from "../../src/store/Writer.ts"
@@ -37,6 +38,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
       INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_w', 'w', 1, 1);
       INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_w', 'org_w', 'h1', 'w', 1, 1);
       INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_w2', 'org_w', 'h2', 'w2', 1, 1);
+      INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_w3', 'org_w', 'h3', 'w3', 1, 1);
     `))
   })
   afterAll(async () => {
@@ -68,6 +70,22 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     const [device] = await Effect.runPromise(sql.query<{ last_seen_at: number }>("SELECT last_seen_at FROM devices WHERE id = 'dev_w'"))
     expect(device.last_seen_at).toBe(1_000 + 999)
     expect(writer.service.pending()).toBe(0)
+  })
+
+  it("moves a device's lastSeenAt forward only, in an event batch and in touchDevices (each driver's statement)", async () => {
+    const lastSeen = async () =>
+      Number((await Effect.runPromise(sql.query<{ t: number }>("SELECT last_seen_at AS t FROM devices WHERE id = 'dev_w3'")))[0].t)
+    const writer = makeWriter(sql)
+    await Effect.runPromise(writer.service.write(event(900_000, "dev_w3")))
+    expect(await lastSeen()).toBe(901_000)
+    // An older receipt (a batch of its own) leaves it.
+    await Effect.runPromise(writer.service.write(event(800_000, "dev_w3")))
+    expect(await lastSeen()).toBe(901_000)
+    // touchDevices answers the devices it moved.
+    expect(await Effect.runPromise(touchDevices(sql, new Map([["dev_w3", 900_500]])))).toEqual([])
+    expect(await lastSeen()).toBe(901_000)
+    expect(await Effect.runPromise(touchDevices(sql, new Map([["dev_w3", 950_000], ["dev_unknown", 950_000]])))).toEqual([{ id: "dev_w3" }])
+    expect(await lastSeen()).toBe(950_000)
   })
 
   it("starts a lone batch at most every flushEveryMs, gathering what arrives meanwhile, and writes at once when idle", async () => {
