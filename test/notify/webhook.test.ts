@@ -1,3 +1,5 @@
+import { Effect, Fiber } from "effect"
+import { TestClock } from "effect/testing"
 import { afterEach, describe, expect, it } from "vitest"
 import { makeNotifier, type Fetch, type NotificationOutcome, type WebhookOutcome } from "../../src/notify/Notifier.ts"
 import { alertRequest, fastRetry, run, unreachableUrl, webhookReceiver, type Reply } from "./support.ts"
@@ -95,17 +97,28 @@ describe("webhook notifications", () => {
   })
 
   it("stop retrying when the next attempt would start after the time cap", async () => {
+    // On TestClock, moved in 10 ms steps: each attempt's start is read from that clock, exactly.
+    // Between steps, a few real milliseconds let a failed attempt's rejection reach its fiber,
+    // which then sleeps until its retry (the rejection is queued before that real sleep begins).
+    let clock = 0
     const calls: Array<number> = []
     const failing: Fetch = () => {
-      calls.push(Date.now())
+      calls.push(clock)
       return Promise.reject(new TypeError("fetch failed"))
     }
-    // Retries 200 ms and 400 ms after a failure fit in 1 s; the next, 800 ms later, would not. (At
-    // a tenth of these, a loaded CI machine once stalled the second retry's decision past its cap.)
-    const capped = makeNotifier({ fetch: failing, retry: { baseDelay: "200 millis", maxDelay: "10 seconds", maxAttempts: 100, maxElapsed: "1 second", jitter: false } })
-    const outcome = single(await run(capped.notify(alertRequest({ webhookUrl: "http://receiver.invalid/hook" }))))
-    expect(outcome).toMatchObject({ status: "failed", attempts: 3, error: "fetch failed" })
-    expect(calls).toHaveLength(3)
+    // Retries 20 ms and 40 ms after a failure fit in 100 ms; the next, 80 ms later, would not.
+    const capped = makeNotifier({ fetch: failing, retry: { baseDelay: "20 millis", maxDelay: "10 seconds", maxAttempts: 100, maxElapsed: "100 millis", jitter: false } })
+    const outcomes = await run(Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(capped.notify(alertRequest({ webhookUrl: "http://receiver.invalid/hook" })))
+      for (let i = 0; i < 30; i++) {
+        yield* TestClock.withLive(Effect.sleep("5 millis"))
+        clock += 10
+        yield* TestClock.adjust("10 millis")
+      }
+      return yield* Fiber.join(fiber)
+    }).pipe(Effect.provide(TestClock.layer())))
+    expect(single(outcomes)).toMatchObject({ status: "failed", attempts: 3, error: "fetch failed" })
+    expect(calls).toEqual([0, 20, 60])
   })
 
   it("are not attempted with a URL or headers that cannot be sent", async () => {
