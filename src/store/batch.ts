@@ -78,13 +78,15 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
  * it scanned the whole `devices` table twice per batch whenever that table was small, and the
  * batch cost Postgres 0.35 instead of 0.25 core at 5,000 events/s in batches of 9.
  */
-const INSERT_EVENTS_TOUCH = `WITH inserted AS (
+const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
     INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
     SELECT u.id, u.org, u.dev, u.name, u.data -> 0, u.ts, u.rcv, u.proto, false
     FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, dev text, name text, data jsonb, ts int8, rcv int8, proto text)
     RETURNING 1
   ),
-  seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8)),
+  seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8))`
+
+const INSERT_EVENTS_TOUCH = `${INSERT_EVENTS_WITH_SEEN},
   locked AS (SELECT id FROM devices WHERE id = ANY(ARRAY(SELECT id FROM seen)) ORDER BY id FOR NO KEY UPDATE)
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
   FROM seen WHERE d.id = seen.id AND d.id = ANY(ARRAY(SELECT id FROM locked))`
@@ -94,13 +96,7 @@ const INSERT_EVENTS_TOUCH = `WITH inserted AS (
  * and no lock order is needed; the locking pass (a row lock, written to the WAL, per device)
  * cost 5-10 µs of the 47-80 per event of a 300-event batch (PGlite alone, alternated rounds).
  */
-const INSERT_EVENTS_TOUCH_ONE_SESSION = `WITH inserted AS (
-    INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
-    SELECT u.id, u.org, u.dev, u.name, u.data -> 0, u.ts, u.rcv, u.proto, false
-    FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, dev text, name text, data jsonb, ts int8, rcv int8, proto text)
-    RETURNING 1
-  ),
-  seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8))
+const INSERT_EVENTS_TOUCH_ONE_SESSION = `${INSERT_EVENTS_WITH_SEEN}
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
   FROM seen WHERE d.id = ANY(ARRAY(SELECT id FROM seen)) AND d.id = seen.id`
 

@@ -150,6 +150,20 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
   }
 }
 
+const SEEN_ROWS = "WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen))"
+
+const TOUCH = `${SEEN_ROWS},
+     locked AS (SELECT d.id FROM devices d JOIN u ON u.id = d.id
+                WHERE d.id = ANY($1::text[]) AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen)
+                ORDER BY d.id FOR NO KEY UPDATE OF d)
+     UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen)
+     FROM u WHERE d.id = u.id AND d.id = ANY(ARRAY(SELECT id FROM locked)) RETURNING d.id`
+
+/** `TOUCH` for PGlite: one session, so no other transaction holds these rows and no lock order is needed. */
+const TOUCH_ONE_SESSION = `${SEEN_ROWS}
+     UPDATE devices d SET last_seen_at = u.seen
+     FROM u WHERE d.id = ANY($1::text[]) AND d.id = u.id AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen) RETURNING d.id`
+
 /**
  * Moves devices' `lastSeenAt` forward to the given times (never back) and answers the ids it
  * moved. Rows are locked in id order first, so two writers touching the same devices at once
@@ -160,16 +174,6 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
  */
 export const touchDevices = (client: SqlClient, seen: ReadonlyMap<string, number>) =>
   client.query<{ id: string }>(
-    // PGlite is one session: no other transaction holds these rows, and no lock order is needed.
-    client.dialect === "pglite"
-      ? `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen))
-     UPDATE devices d SET last_seen_at = u.seen
-     FROM u WHERE d.id = ANY($1::text[]) AND d.id = u.id AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen) RETURNING d.id`
-      : `WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen)),
-     locked AS (SELECT d.id FROM devices d JOIN u ON u.id = d.id
-                WHERE d.id = ANY($1::text[]) AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen)
-                ORDER BY d.id FOR NO KEY UPDATE OF d)
-     UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen)
-     FROM u WHERE d.id = u.id AND d.id = ANY(ARRAY(SELECT id FROM locked)) RETURNING d.id`,
+    client.dialect === "pglite" ? TOUCH_ONE_SESSION : TOUCH,
     [[...seen.keys()], [...seen.values()]]
   )

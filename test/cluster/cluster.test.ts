@@ -33,18 +33,18 @@ const counts = Effect.gen(function*() {
   return [a, b, other]
 })
 
-/** `program` with a core's store and cluster (and the counter entity) on `env`'s database. */
-const withCore = <A, E>(env: Record<string, string>, program: Effect.Effect<A, E, Sharding.Sharding | Sql>) =>
-  program.pipe(
-    Effect.provide(CounterLive.pipe(
-      Layer.provideMerge(ClusterLive),
-      Layer.provideMerge(SetupLive),
-      Layer.provideMerge(StoreLive),
-      Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ LOG_LEVEL: "error", HOST: "127.0.0.1", ...env })))
-    )),
-    Effect.scoped,
-    Effect.runPromise
+/** A core's store and cluster, with `entities`, on `env`'s database. */
+const coreWith = <E>(env: Record<string, string>, entities: Layer.Layer<never, E, Sharding.Sharding>) =>
+  entities.pipe(
+    Layer.provideMerge(ClusterLive),
+    Layer.provideMerge(SetupLive),
+    Layer.provideMerge(StoreLive),
+    Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ LOG_LEVEL: "error", HOST: "127.0.0.1", ...env })))
   )
+
+/** `program` with a core (and the counter entity) on `env`'s database. */
+const withCore = <A, E>(env: Record<string, string>, program: Effect.Effect<A, E, Sharding.Sharding | Sql>) =>
+  program.pipe(Effect.provide(coreWith(env, CounterLive)), Effect.scoped, Effect.runPromise)
 
 const run = (env: Record<string, string>) => withCore(env, counts)
 
@@ -80,12 +80,7 @@ describe("cluster layer", () => {
       const second = yield* client("a").AddStored({ n: 3 })
       return [first, second]
     }).pipe(
-      Effect.provide(StoredCounterLive.pipe(
-        Layer.provideMerge(ClusterLive),
-        Layer.provideMerge(SetupLive),
-        Layer.provideMerge(StoreLive),
-        Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnvRecord({ LOG_LEVEL: "error", HOST: "127.0.0.1", DATABASE_URL: "memory://" })))
-      )),
+      Effect.provide(coreWith({ DATABASE_URL: "memory://" }, StoredCounterLive)),
       (answered) => Effect.raceFirst(answered, TestClock.withLive(Effect.andThen(Effect.sleep("20 seconds"), Effect.fail(new Error("the stored message was not answered"))))),
       Effect.provide(TestClock.layer()),
       Effect.scoped
