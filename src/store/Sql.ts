@@ -3,6 +3,7 @@ import postgres from "postgres"
 import type { DatabaseTarget } from "../config.ts"
 import { lockDataDir } from "./dataDirLock.ts"
 import { type EmbeddedDb, type EmbeddedQueryable, openEmbedded } from "./embedded.ts"
+import { pgliteMaintenance } from "./maintenance.ts"
 import { Unavailable } from "../domain/errors.ts"
 import { makeOutage, type Outage } from "../domain/outage.ts"
 
@@ -238,7 +239,11 @@ const openPglite = (dataDir: string | undefined, role: string) =>
         })
     }),
     (db) => Effect.promise(() => db.close()).pipe(Effect.ignore)
-  )).pipe(Effect.map((db) => pgliteClient(db, false, db)))
+  )).pipe(
+    Effect.map((db) => pgliteClient(db, false, db)),
+    // PGlite has no autovacuum of its own (maintenance.ts); stopped before the database closes.
+    Effect.tap((sql) => Effect.forkScoped(pgliteMaintenance(sql)))
+  )
 
 /** While the link is down, how often a `select 1` checks it, so recovery is seen without traffic. */
 const PROBE_EVERY_MS = 1_000

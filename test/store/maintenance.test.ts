@@ -1,0 +1,111 @@
+import { Context, Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { maintainOnce, pgliteMaintenance } from "../../src/store/maintenance.ts"
+import { migrate } from "../../src/store/migrate.ts"
+import { Sql, type SqlClient, SqlError } from "../../src/store/Sql.ts"
+import { createPostgresDatabase, type TestDatabase } from "../support/databases.ts"
+
+const openStore = async (kind: "pglite" | "postgres") => {
+  const db: TestDatabase | undefined = kind === "postgres" ? await createPostgresDatabase() : undefined
+  const scope = await Effect.runPromise(Scope.make())
+  const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
+  const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
+  const sql = Context.get(context, Sql)
+  await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
+  return {
+    sql,
+    close: async () => {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+      await db?.drop()
+    }
+  }
+}
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+
+describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
+  let sql: SqlClient
+  let close: () => Promise<void>
+  const stats = async (table: string) => {
+    await run(sql.query("SELECT pg_stat_force_next_flush()"))
+    const [row] = await run(sql.query<{ dead: number; vacuums: number; analyses: number }>(
+      `SELECT n_dead_tup::int AS dead, vacuum_count::int AS vacuums, analyze_count::int AS analyses
+         FROM pg_stat_user_tables WHERE relname = $1`,
+      [table]
+    ))
+    return row
+  }
+
+  beforeAll(async () => {
+    ;({ sql, close } = await openStore("pglite"))
+  })
+  afterAll(() => close())
+
+  it("vacuums a table with dead rows, analyses one only inserted into, and leaves a quiet one alone", async () => {
+    await run(sql.exec(`
+      CREATE TABLE churn (id int PRIMARY KEY, v int);
+      INSERT INTO churn SELECT g, 0 FROM generate_series(1, 300) g;
+      UPDATE churn SET v = 1;
+      UPDATE churn SET v = 2;
+      CREATE TABLE grown (id int PRIMARY KEY);
+      INSERT INTO grown SELECT g FROM generate_series(1, 200) g;
+      CREATE TABLE quiet (id int PRIMARY KEY);
+      INSERT INTO quiet SELECT g FROM generate_series(1, 10) g;
+    `))
+    expect((await stats("churn")).dead).toBe(600)
+
+    const done = await run(maintainOnce(sql))
+    const byTable = new Map(done.map((d) => [d.table, d.action]))
+    expect(byTable.get("public.churn")).toBe("vacuum")
+    expect(byTable.get("public.grown")).toBe("analyze")
+    expect(byTable.has("public.quiet")).toBe(false)
+
+    expect(await stats("churn")).toMatchObject({ dead: 0, vacuums: 1, analyses: 1 })
+    expect(await stats("grown")).toMatchObject({ vacuums: 0, analyses: 1 })
+    expect(await stats("quiet")).toMatchObject({ vacuums: 0, analyses: 0 })
+    // The planner now knows the tables' sizes (an unanalysed table has reltuples -1).
+    const sizes = await run(sql.query<{ relname: string; rows: number }>(
+      "SELECT relname, reltuples::int AS rows FROM pg_class WHERE relname IN ('churn', 'grown') ORDER BY relname"
+    ))
+    expect(sizes).toEqual([{ relname: "churn", rows: 300 }, { relname: "grown", rows: 200 }])
+
+    // Done is done: the next pass finds nothing of these to do.
+    const again = await run(maintainOnce(sql))
+    expect(again.map((d) => d.table)).not.toContain("public.churn")
+    expect(again.map((d) => d.table)).not.toContain("public.grown")
+  })
+
+  it("quotes a table's name that needs it", async () => {
+    await run(sql.exec(`CREATE TABLE "Odd Name" (id int PRIMARY KEY, v int);
+      INSERT INTO "Odd Name" SELECT g, 0 FROM generate_series(1, 100) g; UPDATE "Odd Name" SET v = 1;`))
+    const done = await run(maintainOnce(sql))
+    expect(done).toContainEqual(expect.objectContaining({ table: `public."Odd Name"`, action: "vacuum" }))
+    expect((await stats("Odd Name")).dead).toBe(0)
+  })
+
+  it("runs a pass on every beat, and one that fails does not stop the next", async () => {
+    await run(sql.exec(`CREATE TABLE beat (id int PRIMARY KEY, v int);
+      INSERT INTO beat SELECT g, 0 FROM generate_series(1, 100) g; UPDATE beat SET v = 1;`))
+    let plans = 0
+    // The first pass's plan fails, as when the store is closing under it.
+    const failingOnce: SqlClient = {
+      ...sql,
+      query: (text, params) => {
+        if (text.includes("pg_stat_user_tables")) {
+          plans++
+          if (plans === 1) return Effect.fail(new SqlError({ message: "the embedded database is closed", cause: undefined }))
+        }
+        return sql.query(text, params)
+      }
+    }
+    const fiber = Effect.runFork(pgliteMaintenance(failingOnce, "20 millis"))
+    try {
+      const deadline = Date.now() + 20_000
+      while ((await stats("beat")).vacuums === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+      expect(plans).toBeGreaterThanOrEqual(2)
+      expect(await stats("beat")).toMatchObject({ dead: 0, vacuums: 1 })
+    } finally {
+      await run(Fiber.interrupt(fiber))
+    }
+  })
+})
