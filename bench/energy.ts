@@ -39,6 +39,7 @@ import {
   machine,
   machineCores,
   machineTicks,
+  markdownTable,
   onShutdown,
   parallel,
   postgresCpuSeconds,
@@ -47,6 +48,7 @@ import {
   serverNodeFlags,
   start,
   stop,
+  textTable,
   utcDate,
   voltaicEnv
 } from "./harness.ts"
@@ -452,19 +454,6 @@ const queryRows = (results: ReadonlyArray<CaseResult>) =>
     String(r.raw.samples),
     times(r.raw, r.rollups.p50)
   ])
-
-const textTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>, textColumns: number) => {
-  const widths = columns.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)))
-  const format = (r: ReadonlyArray<string>) => r.map((cell, i) => (i >= textColumns ? cell.padStart(widths[i]) : cell.padEnd(widths[i]))).join("  ")
-  return [format(columns), widths.map((w) => "-".repeat(w)).join("  "), ...body.map(format)].join("\n")
-}
-
-const markdownTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>, textColumns: number) =>
-  [
-    `| ${columns.join(" | ")} |`,
-    `| ${columns.map((_, i) => (i >= textColumns ? "---:" : "---")).join(" | ")} |`,
-    ...body.map((r) => `| ${r.join(" | ")} |`)
-  ].join("\n")
 
 // Disk
 

@@ -412,6 +412,21 @@ export const createBenchDatabase = async (adminUrl: string, prefix = "voltaic_be
   }
 }
 
+/** A table for the terminal: columns from `textColumns` on are numbers, right-aligned. */
+export const textTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>, textColumns: number) => {
+  const widths = columns.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)))
+  const format = (r: ReadonlyArray<string>) => r.map((cell, i) => (i >= textColumns ? cell.padStart(widths[i]) : cell.padEnd(widths[i]))).join("  ")
+  return [format(columns), widths.map((w) => "-".repeat(w)).join("  "), ...body.map(format)].join("\n")
+}
+
+/** The same table for RESULTS.md. */
+export const markdownTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>, textColumns: number) =>
+  [
+    `| ${columns.join(" | ")} |`,
+    `| ${columns.map((_, i) => (i >= textColumns ? "---:" : "---")).join(" | ")} |`,
+    ...body.map((r) => `| ${r.join(" | ")} |`)
+  ].join("\n")
+
 /** The p-th percentile (0–100) of sorted values, nearest rank; NaN for none. */
 export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
   sorted.length === 0 ? Number.NaN : sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]

@@ -1,0 +1,188 @@
+/**
+ * `npm run bench:store`: what one stored event costs the embedded store, part by part (issue 19
+ * item 2: PGlite's MQTT QoS 0 throughput is bound by its thread). PGlite runs as `npm start` runs
+ * it: on its own thread (src/store/embedded.ts), a data directory on disk, the schema as migrated.
+ * Each round writes a batch of events the way the group-commit writer does (`writeRetried`, the
+ * statement of src/store/batch.ts: the insert and the devices' `lastSeenAt`), timed from the send
+ * to the answer: the store thread's work, plus the statement's JSON built here and one message each way.
+ *
+ * Variants, each on its own new database, take one part away at a time, to price it:
+ * - `as migrated`: what Voltaic runs; the peer the others are measured against;
+ * - `devices' pages full`: devices at fillfactor 100, as before migrations/0015 (a device's
+ *   `lastSeenAt` moved to another page, with an entry in each of its eight indexes);
+ * - `no foreign key`: events' foreign key to devices dropped (a per-row check and row lock);
+ * - `no (device, timestamp) index` / `no (device, name, timestamp) index`: one of events'
+ *   two secondary indexes dropped;
+ * - `no lastSeenAt update`: the insert alone, the statement's devices update left out;
+ * - `insert only`: all of the above, what is left of an event: its row and its primary key.
+ * None of the variants is an option Voltaic offers: each drops what a user relies on (no
+ * events of a deleted device, history by device and by name, a device's last sign of life).
+ * Rounds alternate between the variants (the order turned each round); the first fifth is warm-up.
+ * Each store vacuums itself as `npm start`'s does (src/store/maintenance.ts, once a minute).
+ *
+ * Settings (environment): BENCH_BATCH events per batch (1000, about what a QoS 0 run's batches
+ * hold), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant
+ * (150), BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ */
+import { Effect, ManagedRuntime } from "effect"
+import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import { newId } from "../src/domain/ids.ts"
+import { type EventRow, eventsDocument, INSERT_EVENTS_WITH_SEEN, type WriteItem, writeRetried } from "../src/store/batch.ts"
+import { migrate } from "../src/store/migrate.ts"
+import { Sql, type SqlClient } from "../src/store/Sql.ts"
+import { gitState, intSetting, machine, markdownTable, onShutdown, percentile, runMain, textTable, utcDate } from "./harness.ts"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const resultsFile = resolve(root, "bench/RESULTS.md")
+
+const settings = {
+  batch: intSetting("BENCH_BATCH", 1000, 1),
+  devices: intSetting("BENCH_DEVICES", 1000, 1),
+  rounds: intSetting("BENCH_ROUNDS", 150, 10),
+  record: process.env.BENCH_NO_RECORD === undefined
+}
+
+const DROP_FOREIGN_KEY = "ALTER TABLE events DROP CONSTRAINT events_device_id_fkey"
+const DROP_TIME_INDEX = "DROP INDEX events_device_time"
+const DROP_NAME_INDEX = "DROP INDEX events_device_name_time"
+
+interface Variant {
+  readonly name: string
+  readonly ddl: ReadonlyArray<string>
+  /** The writer's statement (events and lastSeenAt), or the insert alone. */
+  readonly touch: boolean
+}
+
+const VARIANTS: ReadonlyArray<Variant> = [
+  { name: "as migrated", ddl: [], touch: true },
+  { name: "devices' pages full (before 0015)", ddl: ["ALTER TABLE devices SET (fillfactor = 100)"], touch: true },
+  { name: "no foreign key", ddl: [DROP_FOREIGN_KEY], touch: true },
+  { name: "no (device, timestamp) index", ddl: [DROP_TIME_INDEX], touch: true },
+  { name: "no (device, name, timestamp) index", ddl: [DROP_NAME_INDEX], touch: true },
+  { name: "no lastSeenAt update", ddl: [], touch: false },
+  { name: "insert only", ddl: [DROP_FOREIGN_KEY, DROP_TIME_INDEX, DROP_NAME_INDEX], touch: false }
+]
+
+/** The writer's insert without its devices update: the seen list is empty and unused. */
+const INSERT_ONLY = `${INSERT_EVENTS_WITH_SEEN} SELECT count(*) AS n FROM inserted`
+
+const ORGANISATION = "org_benchstore"
+
+interface Store {
+  readonly variant: Variant
+  readonly sql: SqlClient
+  readonly run: <A, E>(effect: Effect.Effect<A, E, Sql>) => Promise<A>
+  /** µs per event of each measured round. */
+  readonly perEvent: Array<number>
+}
+
+const open = async (variant: Variant, deviceIds: ReadonlyArray<string>): Promise<Store> => {
+  const dataDir = mkdtempSync(join(tmpdir(), "voltaic-bench-store-"))
+  const runtime = ManagedRuntime.make(Sql.layer({ _tag: "pglite", dataDir }, "bench:store"))
+  onShutdown(async () => {
+    await runtime.dispose()
+    rmSync(dataDir, { recursive: true, force: true })
+  })
+  const run = <A, E>(effect: Effect.Effect<A, E, Sql>) => runtime.runPromise(effect)
+  const sql = await run(Effect.service(Sql))
+  await run(migrate)
+  for (const statement of variant.ddl) await run(sql.exec(statement))
+  const now = Date.now()
+  await run(sql.query("INSERT INTO organisations (id, name, created_at, updated_at) VALUES ($1, 'bench', $2, $2)", [ORGANISATION, now]))
+  await run(sql.query(
+    `INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at)
+       SELECT d.id, $2, 'bench-' || d.id, d.id, $3, $3 FROM unnest($1::text[]) AS d(id)`,
+    [deviceIds, ORGANISATION, now]
+  ))
+  return { variant, sql, run, perEvent: [] }
+}
+
+/** The next batch: `batch` events over the devices in turn, as one device's payload would be. */
+const makeBatch = (deviceIds: ReadonlyArray<string>, from: number): Array<EventRow> => {
+  const now = Date.now()
+  const rows: Array<EventRow> = []
+  for (let i = 0; i < settings.batch; i++) {
+    const n = from + i
+    rows.push({
+      id: newId("evt", now),
+      organisationId: ORGANISATION,
+      deviceId: deviceIds[n % deviceIds.length],
+      name: "temperature",
+      data: `{"value":${(n % 400) / 10},"unit":"C"}`,
+      timestamp: now,
+      receivedAt: now,
+      protocol: "mqtt"
+    })
+  }
+  return rows
+}
+
+const write = (store: Store, rows: ReadonlyArray<EventRow>) =>
+  store.variant.touch
+    ? store.run(writeRetried(store.sql, rows.map((row): WriteItem => ({ _tag: "event", row })), 0))
+    : store.run(Effect.asVoid(store.sql.query(INSERT_ONLY, [eventsDocument(rows), "[]"])))
+
+const median = (values: ReadonlyArray<number>) => percentile([...values].sort((a, b) => a - b), 50)
+
+const columns = ["variant", "µs/event (median)", "p25–p75", "vs as migrated", "saved µs/event", "events/s at this cost"]
+
+const tableRows = (stores: ReadonlyArray<Store>) => {
+  const base = median(stores[0].perEvent)
+  return stores.map((s) => {
+    const sorted = [...s.perEvent].sort((a, b) => a - b)
+    const m = percentile(sorted, 50)
+    return [
+      s.variant.name,
+      m.toFixed(1),
+      `${percentile(sorted, 25).toFixed(1)}–${percentile(sorted, 75).toFixed(1)}`,
+      `${(m / base).toFixed(2)}×`,
+      s === stores[0] ? "–" : (base - m).toFixed(1),
+      Math.round(1e6 / m).toLocaleString("en-US")
+    ]
+  })
+}
+
+const main = async (): Promise<number> => {
+  console.log(`bench:store: ${VARIANTS.length} PGlite stores, ${settings.rounds} rounds of ${settings.batch} events over ${settings.devices} devices each`)
+  const deviceIds = Array.from({ length: settings.devices }, () => newId("dev", Date.now()))
+  const stores: Array<Store> = []
+  for (const variant of VARIANTS) stores.push(await open(variant, deviceIds))
+  const warmup = Math.floor(settings.rounds / 5)
+  let sent = 0
+  for (let round = 0; round < settings.rounds; round++) {
+    for (let k = 0; k < stores.length; k++) {
+      const store = stores[(round + k) % stores.length]
+      const rows = makeBatch(deviceIds, sent)
+      sent += rows.length
+      const started = performance.now()
+      await write(store, rows)
+      const us = ((performance.now() - started) * 1000) / rows.length
+      if (round >= warmup) store.perEvent.push(us)
+    }
+    if ((round + 1) % 25 === 0) process.stdout.write(`  round ${round + 1}/${settings.rounds}\n`)
+  }
+  // Every batch went in whole: the counts are what was sent, or the figures measured nothing.
+  for (const store of stores) {
+    const [{ n }] = await store.run(store.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM events"))
+    if (n !== settings.rounds * settings.batch) throw new Error(`${store.variant.name}: ${n} events stored, ${settings.rounds * settings.batch} sent`)
+  }
+  const body = tableRows(stores)
+  console.log(`\n${textTable(columns, body, 1)}\n`)
+  if (settings.record) {
+    appendFileSync(
+      resultsFile,
+      `\n## Store: ${utcDate()}\n\n` +
+        `Machine: ${machine()}. Voltaic at ${gitState(root, ["src", "migrations"])}. PGlite on its own thread with a data directory on disk, as \`npm start\` runs it; ` +
+        `each variant on its own new database; ${settings.rounds} rounds of ${settings.batch} events over ${settings.devices} devices per variant, alternated, ` +
+        `the first ${warmup} left out. A batch is timed from its send to its answer. "events/s at this cost" is what the store's thread alone could take.\n\n` +
+        `${markdownTable(columns, body, 1)}\n`
+    )
+    console.log(`appended to ${resultsFile}`)
+  }
+  return 0
+}
+
+runMain("bench:store", 20 * 60_000, main)
