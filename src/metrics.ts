@@ -85,6 +85,15 @@ const commitSeconds = histogram("voltaic_writer_commit_seconds", "Time from a ba
 export const observeBatch = (rows: number) => add(batchRows, rows)
 export const observeCommit = (seconds: number) => add(commitSeconds, seconds)
 
+const maintenanceSeconds = histogram(
+  "voltaic_store_maintenance_seconds",
+  "PGlite's own VACUUM and ANALYZE statements, by action (it has no autovacuum); each holds the embedded store's other statements for its length",
+  SECONDS,
+  ["action"]
+)
+
+export const observeMaintenance = (action: "vacuum" | "analyze", seconds: number) => add(maintenanceSeconds(action), seconds)
+
 // HTTP -----------------------------------------------------------------------------------
 
 const httpDuration = histogram(

@@ -1,4 +1,5 @@
 import { Duration, Effect } from "effect"
+import { observeMaintenance } from "../metrics.ts"
 import type { SqlClient, SqlError } from "./Sql.ts"
 
 /**
@@ -54,7 +55,9 @@ export const maintainOnce = (sql: SqlClient): Effect.Effect<Array<Maintained>, S
       const started = performance.now()
       yield* sql.exec(vacuum ? `VACUUM (ANALYZE) ${table}` : `ANALYZE ${table}`)
       const ms = performance.now() - started
-      done.push({ table, action: vacuum ? "vacuum" : "analyze", ms })
+      const action = vacuum ? "vacuum" : "analyze"
+      observeMaintenance(action, ms / 1000)
+      done.push({ table, action, ms })
       yield* Effect.logDebug(`store: ${vacuum ? "vacuumed" : "analysed"} ${table} in ${ms.toFixed(0)} ms`)
     }
     return done
