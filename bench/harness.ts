@@ -6,7 +6,9 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { cpus, totalmem } from "node:os"
+import { resolve } from "node:path"
 import { createInterface } from "node:readline"
+import { fileURLToPath } from "node:url"
 import { randomBytes } from "node:crypto"
 import postgres from "postgres"
 
@@ -411,6 +413,10 @@ export const createBenchDatabase = async (adminUrl: string, prefix = "voltaic_be
     }
   }
 }
+
+/** The checkout the benches run from, and the file each appends its results to. */
+export const benchRoot = fileURLToPath(new URL("..", import.meta.url))
+export const resultsFile = resolve(benchRoot, "bench/RESULTS.md")
 
 /** A table for the terminal: columns from `textColumns` on are numbers, right-aligned. */
 export const textTable = (columns: ReadonlyArray<string>, body: ReadonlyArray<ReadonlyArray<string>>, textColumns: number) => {

@@ -27,16 +27,24 @@
 import { Effect, ManagedRuntime } from "effect"
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join, resolve } from "node:path"
-import { fileURLToPath } from "node:url"
+import { join } from "node:path"
 import { newId } from "../src/domain/ids.ts"
 import { type EventRow, eventsDocument, INSERT_EVENTS_WITH_SEEN, type WriteItem, writeRetried } from "../src/store/batch.ts"
 import { migrate } from "../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../src/store/Sql.ts"
-import { gitState, intSetting, machine, markdownTable, onShutdown, percentile, runMain, textTable, utcDate } from "./harness.ts"
-
-const root = fileURLToPath(new URL("..", import.meta.url))
-const resultsFile = resolve(root, "bench/RESULTS.md")
+import {
+  benchRoot,
+  gitState,
+  intSetting,
+  machine,
+  markdownTable,
+  onShutdown,
+  percentile,
+  resultsFile,
+  runMain,
+  textTable,
+  utcDate
+} from "./harness.ts"
 
 const settings = {
   batch: intSetting("BENCH_BATCH", 1000, 1),
@@ -175,7 +183,7 @@ const main = async (): Promise<number> => {
     appendFileSync(
       resultsFile,
       `\n## Store: ${utcDate()}\n\n` +
-        `Machine: ${machine()}. Voltaic at ${gitState(root, ["src", "migrations"])}. PGlite on its own thread with a data directory on disk, as \`npm start\` runs it; ` +
+        `Machine: ${machine()}. Voltaic at ${gitState(benchRoot, ["src", "migrations"])}. PGlite on its own thread with a data directory on disk, as \`npm start\` runs it; ` +
         `each variant on its own new database; ${settings.rounds} rounds of ${settings.batch} events over ${settings.devices} devices per variant, alternated, ` +
         `the first ${warmup} left out. A batch is timed from its send to its answer. "events/s at this cost" is what the store's thread alone could take.\n\n` +
         `${markdownTable(columns, body, 1)}\n`
