@@ -21,8 +21,8 @@ import type { SqlClient, SqlError } from "./Sql.ts"
  * length: 161 ms for a million new events, 14 ms for a devices table after 500,000 updates,
  * 253 ms to analyse a million events (bench:store's machine, 2026-11-27). The thresholds grow
  * with the table, so at a steady rate these come rarer as it grows. A database kept by a version
- * without this pass gets its first vacuum of everything a minute after the start: ~0.16 s per
- * million events stored, once.
+ * without this pass may get a first vacuum of everything it holds (as its saved counters say):
+ * ~0.16 s per million events, once.
  */
 export const PGLITE_MAINTENANCE_EVERY = Duration.minutes(1)
 
