@@ -34,16 +34,16 @@ export interface Maintained {
 }
 
 /** The tables autovacuum would pick now, with what it would do (`format('%I.%I')` quotes their names). */
-const DUE = `SELECT format('%I.%I', s.schemaname, s.relname) AS "table",
-    (s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
-      OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)
-      OR age(c.relfrozenxid) > 200000000) AS "vacuum"
-  FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-  WHERE s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
-    OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)
-    OR age(c.relfrozenxid) > 200000000
-    OR s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0)
-  ORDER BY s.relid`
+const DUE = `SELECT "table", "vacuum" FROM (
+    SELECT s.relid, format('%I.%I', s.schemaname, s.relname) AS "table",
+      s.n_dead_tup > 50 + 0.2 * greatest(c.reltuples, 0)
+        OR s.n_ins_since_vacuum > 1000 + 0.2 * greatest(c.reltuples, 0)
+        OR age(c.relfrozenxid) > 200000000 AS "vacuum",
+      s.n_mod_since_analyze > 50 + 0.1 * greatest(c.reltuples, 0) AS "analyze"
+    FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+  ) due
+  WHERE "vacuum" OR "analyze"
+  ORDER BY relid`
 
 /** One pass: each due table vacuumed (and analysed with it) or analysed, in turn. */
 export const maintainOnce = (sql: SqlClient): Effect.Effect<Array<Maintained>, SqlError> =>
