@@ -1,4 +1,5 @@
 import { Context, Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
+import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { scrape } from "../../src/metrics.ts"
 import { maintainOnce, pgliteMaintenance } from "../../src/store/maintenance.ts"
@@ -112,6 +113,32 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
     } finally {
       await run(Fiber.interrupt(fiber))
     }
+  })
+})
+
+describe("every embedded store", () => {
+  it("vacuums itself a minute on, and not before", async () => {
+    const vacuums = (sql: SqlClient) =>
+      Effect.andThen(
+        sql.query("SELECT pg_stat_force_next_flush()"),
+        sql.query<{ n: number }>("SELECT vacuum_count::int AS n FROM pg_stat_user_tables WHERE relname = 'aging'")
+      ).pipe(Effect.map(([row]) => row.n))
+    const counts = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+      const sql = Context.get(yield* Layer.build(Sql.layer({ _tag: "pglite", dataDir: undefined })), Sql)
+      yield* sql.exec(`CREATE TABLE aging (id int PRIMARY KEY, v int);
+        INSERT INTO aging SELECT g, 0 FROM generate_series(1, 100) g; UPDATE aging SET v = 1;`)
+      yield* TestClock.adjust("59 seconds")
+      yield* TestClock.withLive(Effect.sleep("300 millis"))
+      const before = yield* vacuums(sql)
+      yield* TestClock.adjust("1 second")
+      let after = yield* vacuums(sql)
+      for (let i = 0; i < 500 && after === 0; i++) {
+        yield* TestClock.withLive(Effect.sleep("20 millis"))
+        after = yield* vacuums(sql)
+      }
+      return { before, after }
+    })).pipe(Effect.provide(TestClock.layer())))
+    expect(counts).toEqual({ before: 0, after: 1 })
   })
 })
 
