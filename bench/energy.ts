@@ -580,7 +580,7 @@ cores; load average ${loadBefore} when the run started (other work shares this m
   as NDJSON, ${settings.batch.toLocaleString("en-US")} rows per request (every device, a few hours: time-major), ${settings.inFlight} requests in flight.
 ${pgliteScale}- CPU columns are cores used during the load: server = the Voltaic process (with PGlite inside it), Postgres = the
   backends of the run's database, machine = everything on the machine.
-- Postgres is \`VACUUM ANALYZE\`d after the load, as autovacuum would have done; PGlite has none and is measured as loaded.
+- Postgres is \`VACUUM ANALYZE\`d after the load, as autovacuum would have done; PGlite is measured as loaded, with whatever its own once-a-minute pass (src/store/maintenance.ts) vacuumed and analysed meanwhile.
 - Queries: one at a time over HTTP from this process, ${settings.iterations} timed runs after 3 warm-ups, rotating spaces and
   days; "raw" is the same request with \`rollups=false\` (answered from raw readings only), time-boxed to
   ${settings.rawSeconds} s per case, over the paths after the timed rollups ones (other days and spaces: not the pages
