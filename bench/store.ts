@@ -133,21 +133,19 @@ const write = (store: Store, rows: ReadonlyArray<EventRow>) =>
     ? store.run(writeRetried(store.sql, rows.map((row): WriteItem => ({ _tag: "event", row })), 0))
     : store.run(Effect.asVoid(store.sql.query(INSERT_ONLY, [eventsDocument(rows), "[]"])))
 
-const median = (values: ReadonlyArray<number>) => percentile([...values].sort((a, b) => a - b), 50)
-
 const columns = ["variant", "µs/event (median)", "p25–p75", "vs as migrated", "saved µs/event", "events/s at this cost"]
 
 const tableRows = (stores: ReadonlyArray<Store>) => {
-  const base = median(stores[0].perEvent)
-  return stores.map((s) => {
-    const sorted = [...s.perEvent].sort((a, b) => a - b)
-    const m = percentile(sorted, 50)
+  const sorted = stores.map((s) => [...s.perEvent].sort((a, b) => a - b))
+  const base = percentile(sorted[0], 50)
+  return stores.map((s, i) => {
+    const m = percentile(sorted[i], 50)
     return [
       s.variant.name,
       m.toFixed(1),
-      `${percentile(sorted, 25).toFixed(1)}–${percentile(sorted, 75).toFixed(1)}`,
+      `${percentile(sorted[i], 25).toFixed(1)}–${percentile(sorted[i], 75).toFixed(1)}`,
       `${(m / base).toFixed(2)}×`,
-      s === stores[0] ? "–" : (base - m).toFixed(1),
+      i === 0 ? "–" : (base - m).toFixed(1),
       Math.round(1e6 / m).toLocaleString("en-US")
     ]
   })

@@ -67,6 +67,18 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[]) AS u(id, org, cmd, dev, data, ts, proto)`
 
 /**
+ * The events insert and the devices' receipts of a batch, the head every events statement shares
+ * (exported for bench:store, which prices the devices update by leaving it out).
+ */
+export const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
+    INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
+    SELECT u.id, u.org, u.dev, u.name, u.data -> 0, u.ts, u.rcv, u.proto, false
+    FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, dev text, name text, data jsonb, ts int8, rcv int8, proto text)
+    RETURNING 1
+  ),
+  seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8))`
+
+/**
  * The common batch, events without files or readings, as one statement: it commits on its own
  * (one round trip, no BEGIN/COMMIT), inserting the events and touching their devices together.
  * Devices are touched as `touchDevices` does (locked in id order). Rows go as one JSON document
@@ -78,15 +90,6 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
  * it scanned the whole `devices` table twice per batch whenever that table was small, and the
  * batch cost Postgres 0.35 instead of 0.25 core at 5,000 events/s in batches of 9.
  */
-/** Exported for bench:store, which prices the devices update by leaving it out. */
-export const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
-    INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
-    SELECT u.id, u.org, u.dev, u.name, u.data -> 0, u.ts, u.rcv, u.proto, false
-    FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, dev text, name text, data jsonb, ts int8, rcv int8, proto text)
-    RETURNING 1
-  ),
-  seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8))`
-
 const INSERT_EVENTS_TOUCH = `${INSERT_EVENTS_WITH_SEEN},
   locked AS (SELECT id FROM devices WHERE id = ANY(ARRAY(SELECT id FROM seen)) ORDER BY id FOR NO KEY UPDATE)
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)

@@ -60,7 +60,7 @@ export const maintainOnce = (sql: SqlClient): Effect.Effect<Array<Maintained>, S
       const action = vacuum ? "vacuum" : "analyze"
       observeMaintenance(action, ms / 1000)
       done.push({ table, action, ms })
-      yield* Effect.logDebug(`store: ${vacuum ? "vacuumed" : "analysed"} ${table} in ${ms.toFixed(0)} ms`)
+      yield* Effect.logDebug(`store: ${action} ${table} took ${ms.toFixed(0)} ms`)
     }
     return done
   })

@@ -47,9 +47,9 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
  * Each step also waits 10 ms of real time and one round-trip to the store, so the clock goes no
  * faster than the store answers (the shard locks are out of reach of the clock: `TEST_CLOCK_TIMINGS`).
  * Steps of 100 ms by default: a deadline's work (a bucket's timer, then the alert it sends through
- * stored messages, read when sent, and on Postgres also every 250 ms of this clock) gets several steps of real time before the
- * test looks for it. Steps of a second took this file from 150 to 112 s but not its CPU (91 s
- * either way), and a run under load once missed an alert after them.
+ * stored messages, read when sent, and on Postgres also every 250 ms of this clock) gets several
+ * steps of real time before the test looks for it. Steps of a second took this file from 150 to
+ * 112 s but not its CPU (91 s either way), and a run under load once missed an alert after them.
  */
 export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
   Effect.gen(function*() {
