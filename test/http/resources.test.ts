@@ -134,8 +134,11 @@ describe.each(STORE_KINDS)("resources on %s", (kind) => {
 
   it("pages through a list without repeats or gaps, in the asked order", async () => {
     const product = (await call("POST", "/products", { name: "Paged" })).body
-    const ids: Array<string> = []
-    for (let i = 0; i < 7; i++) ids.push((await call("POST", "/gateways", { name: `gw-${i}`, product: { id: product.id } })).body.id)
+    const made: Array<{ id: string; createdAt: number }> = []
+    for (let i = 0; i < 7; i++) made.push((await call("POST", "/gateways", { name: `gw-${i}`, product: { id: product.id } })).body)
+    // The asked order, createdAt, and the id after it: two made in one millisecond go by id, which
+    // is random past its millisecond, so not always in the order they were made.
+    const ids = made.toSorted((a, b) => a.createdAt - b.createdAt || (a.id < b.id ? -1 : 1)).map((g) => g.id)
     const seen: Array<string> = []
     for (let page = 0; page < 4; page++) {
       const res = await call("GET", `/gateways?product.id=${product.id}&limit=3&page=${page}&sort=ASC&order=createdAt`)
