@@ -10,7 +10,9 @@
  * - `as migrated`: what Voltaic runs; the peer the others are measured against;
  * - `devices' pages full`: devices at fillfactor 100, as before migrations/0015 (a device's
  *   `lastSeenAt` moved to another page, with an entry in each of its eight indexes);
- * - `no foreign key`: events' foreign key to devices dropped (a per-row check and row lock);
+ * - `device checked per row`: events' foreign key to devices, as before migrations/0016 (a query
+ *   and a row lock per event, where 0016 checks and locks a statement's devices in one query);
+ * - `no device check`: 0016's statement trigger dropped (no check at all);
  * - `no (device, timestamp) index` / `no (device, name, timestamp) index`: one of events'
  *   two secondary indexes dropped;
  * - `no lastSeenAt update`: the insert alone, the statement's devices update left out;
@@ -53,7 +55,7 @@ const settings = {
   record: process.env.BENCH_NO_RECORD === undefined
 }
 
-const DROP_FOREIGN_KEY = "ALTER TABLE events DROP CONSTRAINT events_device_id_fkey"
+const DROP_DEVICE_CHECK = "DROP TRIGGER events_device_inserted ON events"
 const DROP_TIME_INDEX = "DROP INDEX events_device_time"
 const DROP_NAME_INDEX = "DROP INDEX events_device_name_time"
 
@@ -64,15 +66,21 @@ interface Variant {
   readonly touch: boolean
 }
 
-const VARIANTS: ReadonlyArray<Variant> = [
+const ALL_VARIANTS: ReadonlyArray<Variant> = [
   { name: "as migrated", ddl: [], touch: true },
+  {
+    name: "device checked per row (before 0016)",
+    ddl: [DROP_DEVICE_CHECK, "ALTER TABLE events ADD FOREIGN KEY (device_id) REFERENCES devices(id) ON DELETE CASCADE"],
+    touch: true
+  },
   { name: "devices' pages full (before 0015)", ddl: ["ALTER TABLE devices SET (fillfactor = 100)"], touch: true },
-  { name: "no foreign key", ddl: [DROP_FOREIGN_KEY], touch: true },
+  { name: "no device check", ddl: [DROP_DEVICE_CHECK], touch: true },
   { name: "no (device, timestamp) index", ddl: [DROP_TIME_INDEX], touch: true },
   { name: "no (device, name, timestamp) index", ddl: [DROP_NAME_INDEX], touch: true },
   { name: "no lastSeenAt update", ddl: [], touch: false },
-  { name: "insert only", ddl: [DROP_FOREIGN_KEY, DROP_TIME_INDEX, DROP_NAME_INDEX], touch: false }
+  { name: "insert only", ddl: [DROP_DEVICE_CHECK, DROP_TIME_INDEX, DROP_NAME_INDEX], touch: false }
 ]
+const VARIANTS = process.env.BENCH_VARIANTS === undefined ? ALL_VARIANTS : ALL_VARIANTS.filter((v) => process.env.BENCH_VARIANTS!.split(",").includes(v.name))
 
 /** The writer's insert without its devices update: the seen list is empty and unused. */
 const INSERT_ONLY = `${INSERT_EVENTS_WITH_SEEN} SELECT count(*) AS n FROM inserted`
