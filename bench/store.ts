@@ -31,7 +31,17 @@ import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { newId } from "../src/domain/ids.ts"
-import { type EventRow, eventsDocument, INSERT_EVENTS_WITH_SEEN, type WriteItem, writeRetried } from "../src/store/batch.ts"
+import {
+  COPY_EVENTS,
+  type EventRow,
+  eventsCopyText,
+  eventsDocument,
+  INSERT_EVENTS_TOUCH_ONE_SESSION,
+  lastSeen,
+  seenDocument,
+  type WriteItem,
+  writeRetried
+} from "../src/store/batch.ts"
 import { migrate } from "../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../src/store/Sql.ts"
 import {
@@ -62,12 +72,15 @@ const DROP_NAME_INDEX = "DROP INDEX events_device_name_time"
 interface Variant {
   readonly name: string
   readonly ddl: ReadonlyArray<string>
-  /** The writer's statement (events and lastSeenAt), or the insert alone. */
+  /** The writer's batch (events and lastSeenAt), or the rows' COPY alone. */
   readonly touch: boolean
+  /** The one statement of a small batch (`INSERT_EVENTS_TOUCH_ONE_SESSION`), not COPY. */
+  readonly statement?: true
 }
 
 const ALL_VARIANTS: ReadonlyArray<Variant> = [
   { name: "as migrated", ddl: [], touch: true },
+  { name: "one statement (no COPY)", ddl: [], touch: true, statement: true },
   {
     name: "device checked per row (before 0016)",
     ddl: [DROP_DEVICE_CHECK, "ALTER TABLE events ADD FOREIGN KEY (device_id) REFERENCES devices(id) ON DELETE CASCADE"],
@@ -82,8 +95,6 @@ const ALL_VARIANTS: ReadonlyArray<Variant> = [
 ]
 const VARIANTS = process.env.BENCH_VARIANTS === undefined ? ALL_VARIANTS : ALL_VARIANTS.filter((v) => process.env.BENCH_VARIANTS!.split(",").includes(v.name))
 
-/** The writer's insert without its devices update: the seen list is empty and unused. */
-const INSERT_ONLY = `${INSERT_EVENTS_WITH_SEEN} SELECT count(*) AS n FROM inserted`
 
 const ORGANISATION = "org_benchstore"
 
@@ -136,10 +147,15 @@ const makeBatch = (deviceIds: ReadonlyArray<string>, from: number): Array<EventR
   return rows
 }
 
-const write = (store: Store, rows: ReadonlyArray<EventRow>) =>
-  store.variant.touch
-    ? store.run(writeRetried(store.sql, rows.map((row): WriteItem => ({ _tag: "event", row })), 0))
-    : store.run(Effect.asVoid(store.sql.query(INSERT_ONLY, [eventsDocument(rows), "[]"])))
+const write = (store: Store, rows: ReadonlyArray<EventRow>) => {
+  const items = rows.map((row): WriteItem => ({ _tag: "event", row }))
+  if (store.variant.statement) {
+    return store.run(Effect.asVoid(store.sql.query(INSERT_EVENTS_TOUCH_ONE_SESSION, [eventsDocument(rows), seenDocument(lastSeen(items))])))
+  }
+  return store.variant.touch
+    ? store.run(writeRetried(store.sql, items, 0))
+    : store.run(store.sql.transaction((tx) => tx.copyIn!(COPY_EVENTS, eventsCopyText(rows))))
+}
 
 const columns = ["variant", "µs/event (median)", "p25–p75", "vs as migrated", "saved µs/event", "events/s at this cost"]
 

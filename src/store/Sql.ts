@@ -32,8 +32,8 @@ export interface SqlClient {
   transaction<A, E, R>(f: (tx: SqlClient) => Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R>
   /**
    * Rows by `COPY <table> (<columns>) FROM STDIN` (`statement`), `text` in COPY's text format
-   * (a line per row, tab-separated, `\N` for null): Postgres, inside a transaction only
-   * (undefined elsewhere). Its failure aborts the transaction.
+   * (a line per row, tab-separated, `\N` for null), inside a transaction only (undefined
+   * elsewhere). Its failure aborts the transaction.
    */
   readonly copyIn?: (statement: string, text: string) => Effect.Effect<void, SqlError>
   /** The embedded database itself (PGlite only): the cluster's `SqlClient` shares it. */
@@ -132,7 +132,15 @@ const pgliteClient = (db: EmbeddedQueryable, inTransaction: boolean, root: Embed
     transaction: (f) =>
       inTransaction
         ? f(self)
-        : bridgeTransaction((body) => root.transaction((tx) => body(pgliteClient(tx, true, root))), f)
+        : bridgeTransaction((body) => root.transaction((tx) => body(pgliteClient(tx, true, root))), f),
+    // PGlite reads COPY's data from a blob it names /dev/blob.
+    copyIn: inTransaction
+      ? (statement, text) =>
+        Effect.tryPromise({
+          try: () => db.query(statement.replace(/\bFROM\s+STDIN\s*$/i, "FROM '/dev/blob'"), [], { blob: text }).then(() => undefined),
+          catch: toSqlError
+        })
+      : undefined
   }
   return self
 }

@@ -24,7 +24,7 @@ export interface EmbeddedQueryable {
   query<T = Record<string, unknown>>(
     text: string,
     params?: ReadonlyArray<unknown>,
-    options?: { readonly rowMode?: "array" | "object" }
+    options?: { readonly rowMode?: "array" | "object"; readonly blob?: string }
   ): Promise<Results<T>>
   exec(text: string): Promise<void>
 }
@@ -66,6 +66,8 @@ export type Request =
     readonly params: Array<unknown> | undefined
     readonly array: boolean
     readonly tx: number | undefined
+    /** The data of a `COPY … FROM '/dev/blob'`. */
+    readonly blob?: string | undefined
   }
   | { readonly id: number; readonly op: "exec"; readonly text: string; readonly tx: number | undefined }
   | { readonly id: number; readonly op: "begin" }
@@ -207,8 +209,8 @@ export const openEmbedded = (dataDir: string | undefined, template: string | nul
     })
 
     const queryable = (tx: number | undefined): EmbeddedQueryable => ({
-      query: <T>(text: string, params?: ReadonlyArray<unknown>, options?: { readonly rowMode?: "array" | "object" }) =>
-        call({ id: next++, op: "query", text, params: params === undefined ? undefined : [...params], array: options?.rowMode === "array", tx })
+      query: <T>(text: string, params?: ReadonlyArray<unknown>, options?: { readonly rowMode?: "array" | "object"; readonly blob?: string }) =>
+        call({ id: next++, op: "query", text, params: params === undefined ? undefined : [...params], array: options?.rowMode === "array", tx, blob: options?.blob })
           .then((reply) => reply.result as Results<T>),
       exec: (text) => call({ id: next++, op: "exec", text, tx }).then(() => undefined)
     })

@@ -118,7 +118,10 @@ const start = async (data: StartData) => {
       case "query": {
         let pending
         try {
-          pending = target(request.tx).query(request.text, request.params, request.array ? { rowMode: "array" } : undefined)
+          pending = target(request.tx).query(request.text, request.params, {
+            ...(request.array ? { rowMode: "array" as const } : {}),
+            ...(request.blob === undefined ? {} : { blob: new Blob([request.blob]) })
+          })
         } catch (cause) {
           return fail(id, cause)
         }

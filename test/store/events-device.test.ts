@@ -2,7 +2,7 @@ import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { newId } from "../../src/domain/ids.ts"
-import { type EventRow, type WriteItem, writeRetried } from "../../src/store/batch.ts"
+import { COPY_EVENTS_FROM_ROWS, type EventRow, type WriteItem, writeRetried } from "../../src/store/batch.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../../src/store/Sql.ts"
 import { createPostgresDatabase, STORE_KINDS, type StoreKind, type TestDatabase } from "../support/databases.ts"
@@ -80,6 +80,16 @@ describe.each(STORE_KINDS)("events' device on %s", (kind) => {
     // The same devices without the missing one go in.
     await run(writeRetried(sql, items.slice(0, 3), 0))
     expect(await count("events WHERE organisation_id = $1", [organisationId])).toBe(3)
+  })
+
+  it("checks a batch large enough for PGlite's COPY the same way", async () => {
+    const { organisationId, devices } = await seed(10)
+    const items = Array.from({ length: COPY_EVENTS_FROM_ROWS }, (_, i) => event(organisationId, devices[i % devices.length]))
+    items.splice(COPY_EVENTS_FROM_ROWS / 2, 0, event(organisationId, "dev_missing"))
+    const exit = await Effect.runPromiseExit(writeRetried(sql, items, 0))
+    expect(failureCode(exit)).toBe("23503")
+    expect(await count("events WHERE organisation_id = $1", [organisationId])).toBe(0)
+    expect(await count("devices WHERE organisation_id = $1 AND last_seen_at IS NOT NULL", [organisationId])).toBe(0)
   })
 
   it("checks the batch written in a transaction (events with a file) the same way", async () => {

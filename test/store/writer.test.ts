@@ -1,5 +1,6 @@
 import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { COPY_EVENTS_FROM_ROWS, writeRetried } from "../../src/store/batch.ts"
 import { touchDevices } from "../../src/store/devices.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../../src/store/Sql.ts"
@@ -203,6 +204,42 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
       ["evt_d3", "ünï", "object"]
     ])
     expect(rows[2].data).toEqual({ s: "a\"b\\c\n", n: [1.5, -2e300], u: "é€😀" })
+  })
+
+  it("stores a batch large enough for PGlite's COPY exactly as batches of one statement store it", async () => {
+    const awkward: ReadonlyArray<readonly [string, string | null]> = [
+      ["plain", "null"],
+      ["tab\there", null],
+      ["line\nend\r\nand back\\slash \\N", "{\n\t\"a\": \"x\\\\y\\n\",\r\n \"b\": [1.5, -2e300, null]}"],
+      ["ünï €😀", JSON.stringify({ s: "a\"b\\c\t\n", u: "é€😀" })],
+      ["\\.", "\"\\\\.\""]
+    ]
+    const rows = (prefix: string, n: number): Array<WriteItem> =>
+      Array.from({ length: n }, (_, i): WriteItem => {
+        const [name, data] = awkward[i % awkward.length]
+        return {
+          _tag: "event",
+          row: { id: `${prefix}${String(i).padStart(5, "0")}`, organisationId: "org_w", deviceId: i % 2 === 0 ? "dev_wc1" : "dev_wc2", name, data, timestamp: 9_000 + i, receivedAt: 90_000 + i, protocol: "mqtt" }
+        }
+      })
+    await Effect.runPromise(sql.exec(`
+      INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_wc1', 'org_w', 'hc1', 'c1', 1, 1);
+      INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_wc2', 'org_w', 'hc2', 'c2', 1, 1);
+    `))
+    const n = COPY_EVENTS_FROM_ROWS + 7
+    await Effect.runPromise(writeRetried(sql, rows("evt_big", n), 0))
+    const [seen] = await Effect.runPromise(sql.query<{ last: string }>("SELECT max(last_seen_at)::text AS last FROM devices WHERE id IN ('dev_wc1', 'dev_wc2')"))
+    expect(seen.last).toBe(String(90_000 + n - 1))
+    for (const item of rows("evt_one", n)) await Effect.runPromise(writeRetried(sql, [item], 0))
+    const stored = (prefix: string) =>
+      Effect.runPromise(sql.query<Record<string, unknown>>(
+        `SELECT substr(id, ${prefix.length + 1}) AS n, device_id, name, data::text AS data, jsonb_typeof(data) AS kind, timestamp::text, received_at::text, protocol
+           FROM events WHERE id LIKE '${prefix}%' ORDER BY id`
+      ))
+    const big = await stored("evt_big")
+    expect(big).toHaveLength(n)
+    expect(big).toEqual(await stored("evt_one"))
+    expect(big.slice(0, 5).map((r) => [r.name, r.kind])).toEqual(awkward.map(([name, data]) => [name, data === null ? null : data === "null" ? "null" : expect.any(String)]))
   })
 
   it("writes locations and command runs in the same batches", async () => {
