@@ -108,11 +108,12 @@ const INSERT_EVENT_READINGS = `INSERT INTO energy_readings (timestamp, series_id
   SELECT * FROM unnest($1::text::int8[], $2::text::int4[], $3::text::numeric[], $4::text::text[])`
 
 /**
- * A bulk import's readings go by COPY where the client has it (Postgres, in a transaction): at
+ * A bulk import's readings go by COPY (`copyIn`, in a transaction, on both drivers): at
  * 100,000 rows a batch (10,000 series, ten rows each, into the indexed table) Postgres took
- * 266 ms against 329 ms for INSERT … unnest, alone on this machine. Events (group commit) keep
- * the INSERT: their batches are small, and a refused COPY hides the row's own error code
- * (Sql.ts), which the writer's retry of a failed batch reads.
+ * 266 ms against 329 ms for INSERT … unnest, alone on this machine. Events keep the INSERT on
+ * Postgres: their batches are small, and a refused COPY hides the row's own error code there
+ * (Sql.ts), which the writer's retry of a failed batch reads; PGlite's large event batches take
+ * COPY (src/store/batch.ts).
  */
 const COPY_FROM_ROWS = 1_000
 const COPY_READINGS = "COPY energy_readings (timestamp, series_id, quantity) FROM STDIN"

@@ -75,3 +75,47 @@ describe("COPY FROM STDIN on the Postgres store", () => {
     expect(await count()).toBe(1)
   })
 })
+
+/** The same on PGlite: `COPY … FROM '/dev/blob'` on its thread (event batches and energy imports use it). */
+describe("COPY FROM STDIN on the embedded store", () => {
+  let scope: Scope.Closeable
+  let sql: SqlClient
+  const COPY = "COPY copied (n, label) FROM STDIN"
+  const run = <A>(effect: Effect.Effect<A, SqlError>) => Effect.runPromiseExit(effect)
+  const count = async () => (await Effect.runPromise(sql.query<{ n: number }>("SELECT count(*)::int AS n FROM copied")))[0].n
+
+  beforeAll(async () => {
+    scope = await Effect.runPromise(Scope.make())
+    sql = Context.get(await Effect.runPromise(Layer.buildWithScope(Sql.layer({ _tag: "pglite", dataDir: undefined }), scope)), Sql)
+    await Effect.runPromise(sql.exec("CREATE TABLE copied (n bigint NOT NULL CHECK (n >= 0), label text)"))
+  })
+  afterAll(() => Effect.runPromise(Scope.close(scope, Exit.void)))
+
+  it("is offered inside a transaction only", async () => {
+    expect(sql.copyIn).toBeUndefined()
+    expect(await run(sql.transaction((tx) => Effect.succeed(tx.copyIn !== undefined)))).toEqual(Exit.succeed(true))
+  })
+
+  it("stores the rows with the transaction, nulls and escapes included", async () => {
+    const lines = Array.from({ length: 50_000 }, (_, i) => `${i}\t${i % 2 === 0 ? "\\N" : `row\\t${i}\\\\`}\n`).join("")
+    expect(Exit.isSuccess(await run(sql.transaction((tx) => tx.copyIn!(COPY, lines))))).toBe(true)
+    expect(await count()).toBe(50_000)
+    const [odd] = await Effect.runPromise(sql.query<{ label: string | null }>("SELECT label FROM copied WHERE n = 7"))
+    expect(odd.label).toBe("row\t7\\")
+    const [even] = await Effect.runPromise(sql.query<{ label: string | null }>("SELECT label FROM copied WHERE n = 8"))
+    expect(even.label).toBeNull()
+    await Effect.runPromise(sql.exec("TRUNCATE copied"))
+  })
+
+  it("fails with the row's own error and rolls back the transaction, and the store answers after it", async () => {
+    const exit = await run(sql.transaction((tx) => Effect.andThen(tx.query("INSERT INTO copied (n) VALUES (1)"), tx.copyIn!(COPY, "2\ta\n-3\tb\n"))))
+    const error = Exit.isFailure(exit) ? exit.cause.reasons.find((r) => r._tag === "Fail")?.error : undefined
+    expect(error).toBeInstanceOf(SqlError)
+    expect((error as SqlError).code).toBe("23514")
+    const malformed = await run(sql.transaction((tx) => tx.copyIn!(COPY, "x\tbad\n")))
+    expect(Exit.isFailure(malformed)).toBe(true)
+    expect(await count()).toBe(0)
+    expect(Exit.isSuccess(await run(sql.transaction((tx) => tx.copyIn!(COPY, "5\tafter\n"))))).toBe(true)
+    expect(await count()).toBe(1)
+  })
+})
