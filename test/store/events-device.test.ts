@@ -177,6 +177,20 @@ describe("events' device on Postgres, deleted while its events are written", () 
     )
   const eventsOf = async (deviceId: string) =>
     (await run(sql.query<{ n: number }>("SELECT count(*)::int AS n FROM events WHERE device_id = $1", [deviceId])))[0].n
+  /** A transaction on `conn` that has run `first` and stays open until `commit` is called. */
+  const heldOpen = async (conn: postgres.Sql, first: (tx: postgres.TransactionSql) => Promise<unknown>) => {
+    let commit!: () => void
+    const gate = new Promise<void>((resolve) => (commit = resolve))
+    let ran!: () => void
+    const ranOnce = new Promise<void>((resolve) => (ran = resolve))
+    const finished = conn.begin(async (tx) => {
+      await first(tx)
+      ran()
+      await gate
+    })
+    await Promise.race([ranOnce, finished])
+    return { commit, finished }
+  }
   /** Whether `promise` is still pending after a while: it waits on a lock. */
   const stillWaiting = async (promise: Promise<unknown>) => {
     let settled = false
@@ -187,16 +201,7 @@ describe("events' device on Postgres, deleted while its events are written", () 
 
   it("a delete that begins after the events were written waits for their commit, then takes them with it", async () => {
     const { organisationId, deviceId } = await seedDevice()
-    let commit!: () => void
-    const gate = new Promise<void>((resolve) => (commit = resolve))
-    let inserted!: () => void
-    const insertedOnce = new Promise<void>((resolve) => (inserted = resolve))
-    const writing = a.begin(async (tx) => {
-      await insertEvent(tx, organisationId, deviceId)
-      inserted()
-      await gate
-    })
-    await insertedOnce
+    const { commit, finished: writing } = await heldOpen(a, (tx) => insertEvent(tx, organisationId, deviceId))
     const deleting = b.unsafe("DELETE FROM devices WHERE id = $1", [deviceId])
     // Without the check's KEY SHARE lock the delete would go through now, and the events commit after it.
     const waited = await stillWaiting(deleting)
@@ -209,16 +214,7 @@ describe("events' device on Postgres, deleted while its events are written", () 
 
   it("events written while a delete is uncommitted wait for it, then fail as the foreign key failed", async () => {
     const { organisationId, deviceId } = await seedDevice()
-    let commit!: () => void
-    const gate = new Promise<void>((resolve) => (commit = resolve))
-    let deleted!: () => void
-    const deletedOnce = new Promise<void>((resolve) => (deleted = resolve))
-    const deleting = b.begin(async (tx) => {
-      await tx.unsafe("DELETE FROM devices WHERE id = $1", [deviceId])
-      deleted()
-      await gate
-    })
-    await deletedOnce
+    const { commit, finished: deleting } = await heldOpen(b, (tx) => tx.unsafe("DELETE FROM devices WHERE id = $1", [deviceId]))
     const writing = insertEvent(a, organisationId, deviceId).then(() => "stored", (e: { code?: string }) => e.code)
     const waited = await stillWaiting(writing)
     commit()
