@@ -201,7 +201,8 @@ const LOCATION_COLUMNS = ["id", "organisationId", "deviceId", "latitude", "longi
  * One transaction for a batch: multi-row inserts by `unnest` (one prepared statement each) and
  * one device update. A batch of plain events, or of command runs only, is one statement that
  * commits on its own: one round trip instead of three (BEGIN, the insert, COMMIT), which a
- * command run waits for before it is delivered.
+ * command run waits for before it is delivered. On PGlite, a batch of `COPY_EVENTS_FROM_ROWS`
+ * plain events or more goes by COPY instead, its devices' update behind it.
  */
 const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Effect<void, SqlError> => {
   const plain = plainEvents(items)
