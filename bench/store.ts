@@ -154,7 +154,7 @@ const write = (store: Store, rows: ReadonlyArray<EventRow>) => {
   }
   return store.variant.touch
     ? store.run(writeRetried(store.sql, items, 0))
-    : store.run(store.sql.transaction((tx) => tx.copyIn!(COPY_EVENTS, eventsCopyText(rows))))
+    : store.run(store.sql.script([{ copy: COPY_EVENTS, data: eventsCopyText(rows) }]))
 }
 
 const columns = ["variant", "µs/event (median)", "p25–p75", "vs as migrated", "saved µs/event", "events/s at this cost"]

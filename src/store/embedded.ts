@@ -27,6 +27,18 @@ export interface EmbeddedQueryable {
     options?: { readonly rowMode?: "array" | "object"; readonly blob?: string }
   ): Promise<Results<T>>
   exec(text: string): Promise<void>
+  /**
+   * Statements run in order in one transaction (inside `transaction`: in it), sent in one
+   * request; `blob` is the data of a `COPY … FROM '/dev/blob'`. A failure rolls all back.
+   */
+  script(steps: ReadonlyArray<ScriptStatement>): Promise<void>
+}
+
+/** One statement of a `script`. */
+export interface ScriptStatement {
+  readonly text: string
+  readonly params?: ReadonlyArray<unknown> | undefined
+  readonly blob?: string | undefined
 }
 
 export interface EmbeddedDb extends EmbeddedQueryable {
@@ -70,6 +82,7 @@ export type Request =
     readonly blob?: string | undefined
   }
   | { readonly id: number; readonly op: "exec"; readonly text: string; readonly tx: number | undefined }
+  | { readonly id: number; readonly op: "script"; readonly steps: ReadonlyArray<ScriptStatement>; readonly tx: number | undefined }
   | { readonly id: number; readonly op: "begin" }
   | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
   | { readonly id: number; readonly op: "close" }
@@ -212,7 +225,8 @@ export const openEmbedded = (dataDir: string | undefined, template: string | nul
       query: <T>(text: string, params?: ReadonlyArray<unknown>, options?: { readonly rowMode?: "array" | "object"; readonly blob?: string }) =>
         call({ id: next++, op: "query", text, params: params === undefined ? undefined : [...params], array: options?.rowMode === "array", tx, blob: options?.blob })
           .then((reply) => reply.result as Results<T>),
-      exec: (text) => call({ id: next++, op: "exec", text, tx }).then(() => undefined)
+      exec: (text) => call({ id: next++, op: "exec", text, tx }).then(() => undefined),
+      script: (steps) => call({ id: next++, op: "script", steps, tx }).then(() => undefined)
     })
 
     const db: EmbeddedDb = {

@@ -6,6 +6,9 @@ import { bridgeTransaction, type SqlClient, StoreUnreachable, toSqlError } from 
 
 /** The embedded store: PGlite on its own thread (embedded.ts), as a `SqlClient`. */
 
+/** PGlite reads COPY's data from a blob it names /dev/blob. */
+const fromBlob = (statement: string) => statement.replace(/\bFROM\s+STDIN\s*$/i, "FROM '/dev/blob'")
+
 const pgliteClient = (db: EmbeddedQueryable, inTransaction: boolean, root: EmbeddedDb): SqlClient => {
   const self: SqlClient = {
     dialect: "pglite",
@@ -20,14 +23,18 @@ const pgliteClient = (db: EmbeddedQueryable, inTransaction: boolean, root: Embed
       inTransaction
         ? f(self)
         : bridgeTransaction((body) => root.transaction((tx) => body(pgliteClient(tx, true, root))), f),
-    // PGlite reads COPY's data from a blob it names /dev/blob.
     copyIn: inTransaction
       ? (statement, text) =>
         Effect.tryPromise({
-          try: () => db.query(statement.replace(/\bFROM\s+STDIN\s*$/i, "FROM '/dev/blob'"), [], { blob: text }).then(() => undefined),
+          try: () => db.query(fromBlob(statement), [], { blob: text }).then(() => undefined),
           catch: toSqlError
         })
-      : undefined
+      : undefined,
+    script: (steps) =>
+      Effect.tryPromise({
+        try: () => db.script(steps.map((step) => "copy" in step ? { text: fromBlob(step.copy), blob: step.data } : step)),
+        catch: toSqlError
+      })
   }
   return self
 }

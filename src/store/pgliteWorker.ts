@@ -141,6 +141,23 @@ const start = async (data: StartData) => {
         pending.then(() => reply({ id }), (cause: unknown) => fail(id, cause))
         return
       }
+      case "script": {
+        // One request for the whole transaction: no round trip to the other thread between statements.
+        const steps = request.steps
+        const run = async (on: PGlite | Transaction) => {
+          for (const step of steps) {
+            await on.query(step.text, step.params === undefined ? undefined : [...step.params], step.blob === undefined ? undefined : { blob: new Blob([step.blob]) })
+          }
+        }
+        let pending
+        try {
+          pending = request.tx === undefined ? db.transaction(run) : run(target(request.tx))
+        } catch (cause) {
+          return fail(id, cause)
+        }
+        pending.then(() => reply({ id }), (cause: unknown) => fail(id, cause))
+        return
+      }
       case "begin": {
         // Opened when PGlite runs the callback (after BEGIN), held until an `end` settles it.
         let opened = false

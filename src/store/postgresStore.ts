@@ -1,7 +1,7 @@
 import { Effect, FiberSet, Redacted } from "effect"
 import postgres from "postgres"
 import { makeOutage, type Outage } from "../domain/outage.ts"
-import { bridgeTransaction, isConnectionLoss, type SqlClient, SqlError, StoreUnreachable, toSqlError } from "./sqlClient.ts"
+import { bridgeTransaction, isConnectionLoss, scriptInTransaction, type SqlClient, SqlError, StoreUnreachable, toSqlError } from "./sqlClient.ts"
 
 /** The Postgres store: a postgres.js pool as a `SqlClient`, with its outage watched. */
 
@@ -41,7 +41,8 @@ const postgresClient = (sql: PostgresSql | TransactionSql, root: PostgresSql | u
       root === undefined
         ? f(self)
         : bridgeTransaction((body) => root.begin((tx) => body(postgresClient(tx, undefined, link))) as Promise<never>, f, link.failed),
-    copyIn: root === undefined ? (statement, text) => copyIn(sql, statement, text, link) : undefined
+    copyIn: root === undefined ? (statement, text) => copyIn(sql, statement, text, link) : undefined,
+    script: (steps) => scriptInTransaction(self, steps)
   }
   return self
 }

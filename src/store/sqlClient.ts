@@ -19,6 +19,11 @@ export class StoreUnreachable extends Schema.TaggedError<StoreUnreachable>()("St
   message: Schema.String
 }) {}
 
+/** One statement of a `script`: parameterised, or `COPY <table> (<columns>) FROM STDIN` with its data (as `copyIn` takes them). */
+export type ScriptStep =
+  | { readonly text: string; readonly params?: ReadonlyArray<unknown> }
+  | { readonly copy: string; readonly data: string }
+
 export interface SqlClient {
   readonly dialect: "pglite" | "postgres"
   /** One parameterised statement ($1, $2…). */
@@ -33,6 +38,14 @@ export interface SqlClient {
    * elsewhere). Its failure aborts the transaction.
    */
   readonly copyIn?: (statement: string, text: string) => Effect.Effect<void, SqlError>
+  /**
+   * Statements run in order in one transaction (inside a transaction: in it), their rows
+   * dropped: writes that need nothing from each other's answers. A failure of any rolls them all
+   * back and fails with that statement's error. PGlite takes the whole script in one request to
+   * its thread, where `transaction` takes one per statement plus BEGIN and COMMIT, each of which
+   * waits for this thread's event loop to send the next (the thread idles meanwhile).
+   */
+  script(steps: ReadonlyArray<ScriptStep>): Effect.Effect<void, SqlError>
   /** The embedded database itself (PGlite only): the cluster's `SqlClient` shares it. */
   readonly embedded?: EmbeddedDb | undefined
 }
@@ -81,6 +94,10 @@ export const toSqlError = (cause: unknown): SqlError => {
   const message = cause instanceof Error ? cause.message : String(cause)
   return new SqlError({ code, message, cause })
 }
+
+/** `script` as statements of a transaction, one at a time (the Postgres driver's). */
+export const scriptInTransaction = (sql: SqlClient, steps: ReadonlyArray<ScriptStep>): Effect.Effect<void, SqlError> =>
+  sql.transaction((tx) => Effect.forEach(steps, (step) => "copy" in step ? tx.copyIn!(step.copy, step.data) : tx.query(step.text, step.params), { discard: true }))
 
 /** Carries a failed Exit of the inner effect through the driver's promise-based transaction. */
 class Rollback {

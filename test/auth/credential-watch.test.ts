@@ -104,7 +104,8 @@ describe("watching the counter", () => {
         return storeDown ? Effect.fail(new SqlError({ message: "connection terminated", cause: undefined })) : sql.query<T>(text, params)
       }),
     exec: (text) => sql.exec(text),
-    transaction: (f) => sql.transaction(f)
+    transaction: (f) => sql.transaction(f),
+    script: (steps) => sql.script(steps)
   }
   const logs: Array<{ level: string; message: string }> = []
   const capture = Logger.make<unknown, void>(({ logLevel, message }) => {

@@ -49,7 +49,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
 
   it("writes concurrent items in few batches and resolves each after its commit", async () => {
     const batches: Array<number> = []
-    // A batch of plain events is one statement on its own; any other batch is a transaction.
+    // A batch of plain events is one statement on its own, or a script (PGlite's COPY); any other batch is a transaction.
     const counting: SqlClient = {
       ...sql,
       query: (text, params) => {
@@ -59,6 +59,10 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
       transaction: (f) => {
         batches.push(0)
         return sql.transaction(f)
+      },
+      script: (steps) => {
+        batches.push(0)
+        return sql.script(steps)
       }
     }
     const writer = makeWriter(counting, { maxBatch: 500, maxPending: 10_000 })
