@@ -208,6 +208,39 @@ describe.each(STORE_KINDS)("MQTT broker in memory on %s", (kind) => {
     expect((await events(rotatedDevice.body.id, "offline")).count).toBe(0)
   })
 
+  it("delivers to a device's watchers while any is connected, one closing or not, and to a new one after all closed", async () => {
+    const deviceId = s.tenant.deviceId
+    const topic = (name: string) => `devices/${deviceId}/events/${name}`
+    const watcher = async () => {
+      const client = await t.connectInMemory({ username: s.tenant.appKey })
+      expect(await subscribe(client, topic("+"))).toEqual([1])
+      return client
+    }
+    const publisher = await t.connectInMemory({ username: s.tenant.appKey })
+    const publish = (name: string) => publisher.publishAsync(topic(name), "1", { qos: 1 })
+    const [first, second] = [await watcher(), await watcher()]
+    // The same device twice on one connection counts once: closing it below must not end the other's deliveries.
+    expect(await subscribe(first, topic("both"))).toEqual([1])
+    const both = Promise.all([nextMessage(first, (t) => t === topic("both")), nextMessage(second, (t) => t === topic("both"))])
+    await publish("both")
+    await both
+    await first.endAsync()
+    const stillWatched = nextMessage(second, (t) => t === topic("one"))
+    await publish("one")
+    expect((await stillWatched).json).toMatchObject({ name: "one", device: { id: deviceId } })
+    await second.endAsync()
+    // Nobody watches: stored all the same.
+    await publish("none")
+    expect((await t.call("GET", `/events?device.id=${deviceId}&name=none`, { key: s.tenant.appKey })).body.count).toBe(1)
+    const third = await watcher()
+    const received = collect(third)
+    const again = nextMessage(third, (t) => t === topic("again"))
+    await publish("again")
+    await again
+    expect(received.map((m) => m.json.name)).toEqual(["again"])
+    await Promise.all([third.endAsync(), publisher.endAsync()])
+  })
+
   it("refuses a connection without a known credential", async () => {
     await expect(t.connectInMemory({ username: "d_sk_unknown" })).rejects.toThrow(/Bad username or password/)
     await expect(t.connectInMemory({})).rejects.toThrow(/Bad username or password/)

@@ -17,7 +17,7 @@ import { mqttRefusal } from "./errors.ts"
 import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
 import { makePersistence } from "./persistence.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
-import { AlreadyLogged, connectionAnnotations, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes } from "./sessions.ts"
+import { AlreadyLogged, connectionAnnotations, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes, Watchers } from "./sessions.ts"
 import { makeSubscriptions } from "./subscriptions.ts"
 import { live as liveMetrics } from "../../metrics.ts"
 
@@ -57,6 +57,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       const peer = (client: Client) => printable(`client ${client.id ?? "(connecting)"} from ${addresses.get(client) ?? "memory"}`)
       /** Open connections with a session, for re-checking credentials. */
       const live = new Map<Client, Session>()
+      const watchers = new Watchers()
 
       /**
        * A defect while serving one connection (a bug of ours, whatever the input) is logged with
@@ -90,7 +91,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
           return deviceId !== undefined && sessions.get(client)?.watched.has(deviceId) === true
         }
       })
-      const authenticate = makeAuthenticate({ auth, activity, clientIds, persistence, sessions, live, run, peer, defect })
+      const authenticate = makeAuthenticate({ auth, activity, clientIds, persistence, sessions, live, watchers, run, peer, defect })
 
       /** An accepted publish goes on to aedes under a topic nobody can subscribe to. */
       const divert = (packet: PublishPacket) => {
@@ -189,7 +190,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "Unavailable" && !client.closed })
           )
 
-      const { authorizeSubscribe, authorizeForward } = makeSubscriptions({ sql, sessions, run, peer, defect })
+      const { authorizeSubscribe, authorizeForward } = makeSubscriptions({ sql, sessions, live, watchers, run, peer, defect })
 
       const broker = yield* Effect.acquireRelease(
         Effect.promise(async () => {
@@ -244,13 +245,16 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       broker.addListener("error", (error: unknown) => run(Effect.logError("mqtt broker failed", error)))
 
       yield* bus.onDelivery((delivery) =>
-        persistence.deliver(delivery, () =>
+        persistence.deliver(delivery, () => {
+          // No connection here watches the device (the common case for a stored event).
+          if (!watchers.has(delivery.deviceId)) return
           broker.publish(
             { cmd: "publish", topic: delivery.topic, payload: Buffer.from(delivery.payload), qos: 1, retain: false, dup: false },
             (error) => {
               if (error) run(Effect.logWarning(`mqtt delivery on ${delivery.topic} failed: ${error.message}`))
             }
-          ))
+          )
+        })
       )
 
       const recheck = recheckSessions({ auth, live, sessions, peer })

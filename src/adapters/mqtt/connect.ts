@@ -6,7 +6,7 @@ import type { Activity } from "../../ingest/Activity.ts"
 import type { ClientIds } from "./clientIds.ts"
 import { CONNACK_BAD_USERNAME_OR_PASSWORD, CONNACK_IDENTIFIER_REJECTED, CONNACK_SERVER_UNAVAILABLE } from "./errors.ts"
 import type { SqlPersistence } from "./persistence.ts"
-import { authError, connectionAnnotations, principalKey, type Session } from "./sessions.ts"
+import { authError, connectionAnnotations, principalKey, type Session, type Watchers } from "./sessions.ts"
 
 /**
  * While the store is behind (`Unavailable`), a publish is retried and its PUBACK delayed
@@ -33,11 +33,13 @@ export const makeAuthenticate = (deps: {
   readonly sessions: WeakMap<Client, Session>
   /** Open connections with a session, for re-checking credentials. */
   readonly live: Map<Client, Session>
+  /** Devices the live connections watch: released when a connection closes. */
+  readonly watchers: Watchers
   readonly run: (effect: Effect.Effect<void>) => unknown
   readonly peer: (client: Client) => string
   readonly defect: (client: Client, what: string, cause: Cause.Cause<unknown>, close: () => void) => Effect.Effect<void>
 }): NonNullable<AedesOptions["authenticate"]> => {
-  const { auth, activity, clientIds, sessions, live, run, peer, defect } = deps
+  const { auth, activity, clientIds, sessions, live, watchers, run, peer, defect } = deps
   const whileStoreBehind = (client: Client) => ({
     schedule: storeBehindRetry,
     while: (e: { readonly _tag: string }) => e._tag === "SqlError" && !client.conn.destroyed
@@ -68,7 +70,10 @@ export const makeAuthenticate = (deps: {
             sessions.set(client, session)
             if (client.conn.destroyed) return done(null, true)
             live.set(client, session)
-            client.conn.once("close", () => live.delete(client))
+            client.conn.once("close", () => {
+              live.delete(client)
+              watchers.release(session.watched)
+            })
             clientIds.hold(client, key)
             done(null, true)
           })

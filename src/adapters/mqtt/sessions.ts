@@ -35,6 +35,35 @@ export const connectionAnnotations = (client: { readonly id?: string | null }, s
 /** A principal as the owner of client ids: a user by user (any of its tokens), others by id. */
 export const principalKey = (principal: Principal) => `${principal.kind}/${principal.organisationId}/${principal.id}`
 
+/**
+ * Devices that open connections here were allowed to subscribe to, counted by connection (a
+ * session's `watched`, from when it is granted until the connection closes; never lowered by an
+ * UNSUBSCRIBE, so a superset). A delivery of a device none of them watches has nobody to reach
+ * through aedes (stored sessions are served before it, `SqlPersistence.deliver`), and skips
+ * aedes's publish: a packet, a buffer and a topic match per stored event, for nobody.
+ */
+export class Watchers {
+  readonly #connections = new Map<string, number>()
+
+  has(deviceId: string): boolean {
+    return this.#connections.has(deviceId)
+  }
+
+  add(deviceId: string): void {
+    this.#connections.set(deviceId, (this.#connections.get(deviceId) ?? 0) + 1)
+  }
+
+  /** A connection closed: the devices it watched. */
+  release(deviceIds: Iterable<string>): void {
+    for (const deviceId of deviceIds) {
+      const count = this.#connections.get(deviceId)
+      if (count === undefined) continue
+      if (count <= 1) this.#connections.delete(deviceId)
+      else this.#connections.set(deviceId, count - 1)
+    }
+  }
+}
+
 /** The device a delivery's topic is about (`devices/{id}/…`). */
 export const deliveryDevice = (topic: string): string | undefined => {
   if (!topic.startsWith("devices/")) return undefined

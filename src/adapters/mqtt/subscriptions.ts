@@ -5,7 +5,7 @@ import { subscriptionDevice } from "../../bus/topics.ts"
 import type { SqlClient } from "../../store/Sql.ts"
 import { printable } from "../logLine.ts"
 import { isDropped } from "./guard.ts"
-import { AlreadyLogged, connectionAnnotations, deliveryDevice, type Session } from "./sessions.ts"
+import { AlreadyLogged, connectionAnnotations, deliveryDevice, type Session, type Watchers } from "./sessions.ts"
 
 /** Device id → organisation, for subscription checks; devices never change organisation. */
 const OWNER_CACHE_MAX = 100_000
@@ -17,11 +17,14 @@ const OWNER_CACHE_MAX = 100_000
 export const makeSubscriptions = (deps: {
   readonly sql: SqlClient
   readonly sessions: WeakMap<Client, Session>
+  /** Open connections with a session: only theirs are counted in `watchers`. */
+  readonly live: ReadonlyMap<Client, Session>
+  readonly watchers: Watchers
   readonly run: (effect: Effect.Effect<void>) => unknown
   readonly peer: (client: Client) => string
   readonly defect: (client: Client, what: string, cause: Cause.Cause<unknown>, close: () => void) => Effect.Effect<void>
 }) => {
-  const { sql, sessions, run, peer, defect } = deps
+  const { sql, sessions, live, watchers, run, peer, defect } = deps
   const owners = new Map<string, string>()
 
   const mayWatch = (principal: Principal, deviceId: string) => {
@@ -60,7 +63,11 @@ export const makeSubscriptions = (deps: {
             if (!allowed) return refuse(`device ${deviceId} is not this credential's`)
             // Granted as asked: QoS 2 was lowered to 1 as the packet was read (`guardConnection`).
             return Effect.sync(() => {
-              session.watched.add(deviceId)
+              if (!session.watched.has(deviceId)) {
+                session.watched.add(deviceId)
+                // Released when the connection closes; a connection already closed is not live.
+                if (live.get(client) === session) watchers.add(deviceId)
+              }
               callback(null, subscription)
             })
           },
