@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import "../quietDebug.ts"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Cause, Effect } from "effect"
 import { CliError, Command } from "effect/cli"
