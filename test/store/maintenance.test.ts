@@ -142,7 +142,7 @@ describe("every embedded store", () => {
   })
 })
 
-describe.each(STORE_KINDS)("devices' pages on %s", (kind) => {
+describe.each(STORE_KINDS)("the storage settings of migrations 0015 and 0017 on %s", (kind) => {
   let sql: SqlClient
   let close: () => Promise<void>
   beforeAll(async () => {
@@ -150,7 +150,7 @@ describe.each(STORE_KINDS)("devices' pages on %s", (kind) => {
   })
   afterAll(() => close())
 
-  it("keep room to move lastSeenAt in place: after a few touches, a touch of every device moves no row off its page", async () => {
+  it("devices' pages keep room to move lastSeenAt in place: after a few touches, a touch of every device moves no row off its page", async () => {
     await run(sql.exec(`
       INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_ff', 'ff', 1, 1);
       INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at)
@@ -177,17 +177,8 @@ describe.each(STORE_KINDS)("devices' pages on %s", (kind) => {
     const [seen] = await run(sql.query<{ n: number }>("SELECT count(*)::int AS n FROM devices WHERE organisation_id = 'org_ff' AND last_seen_at = 10"))
     expect(seen.n).toBe(400)
   })
-})
 
-describe.each(STORE_KINDS)("events' statistics on %s", (kind) => {
-  let sql: SqlClient
-  let close: () => Promise<void>
-  beforeAll(async () => {
-    ;({ sql, close } = await openStore(kind))
-  })
-  afterAll(() => close())
-
-  it("are taken from a 3,000-row sample, none for the columns never filtered on, and give GET /events the plans of the default", async () => {
+  it("events' statistics are taken from a 3,000-row sample, none for the columns never filtered on, and give GET /events the plans of the default", async () => {
     await run(sql.exec(`
       INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_st', 'st', 1, 1);
       INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at)
