@@ -66,11 +66,8 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
   SELECT u.id, u.org, u.cmd, u.dev, u.data::jsonb, u.ts, u.proto
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[]) AS u(id, org, cmd, dev, data, ts, proto)`
 
-/**
- * The events insert and the devices' receipts of a batch, the head every events statement shares
- * (exported for bench:store, which prices the devices update by leaving it out).
- */
-export const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
+/** The events insert and the devices' receipts of a batch, the head every events statement shares. */
+const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
     INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
     SELECT u.id, u.org, u.dev, u.name, u.data -> 0, u.ts, u.rcv, u.proto, false
     FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, dev text, name text, data jsonb, ts int8, rcv int8, proto text)

@@ -24,7 +24,7 @@ export interface EmbeddedQueryable {
   query<T = Record<string, unknown>>(
     text: string,
     params?: ReadonlyArray<unknown>,
-    options?: { readonly rowMode?: "array" | "object"; readonly blob?: string }
+    options?: { readonly rowMode?: "array" | "object" }
   ): Promise<Results<T>>
   exec(text: string): Promise<void>
   /**
@@ -78,8 +78,6 @@ export type Request =
     readonly params: Array<unknown> | undefined
     readonly array: boolean
     readonly tx: number | undefined
-    /** The data of a `COPY … FROM '/dev/blob'`. */
-    readonly blob?: string | undefined
   }
   | { readonly id: number; readonly op: "exec"; readonly text: string; readonly tx: number | undefined }
   | { readonly id: number; readonly op: "script"; readonly steps: ReadonlyArray<ScriptStatement>; readonly tx: number | undefined }
@@ -222,8 +220,8 @@ export const openEmbedded = (dataDir: string | undefined, template: string | nul
     })
 
     const queryable = (tx: number | undefined): EmbeddedQueryable => ({
-      query: <T>(text: string, params?: ReadonlyArray<unknown>, options?: { readonly rowMode?: "array" | "object"; readonly blob?: string }) =>
-        call({ id: next++, op: "query", text, params: params === undefined ? undefined : [...params], array: options?.rowMode === "array", tx, blob: options?.blob })
+      query: <T>(text: string, params?: ReadonlyArray<unknown>, options?: { readonly rowMode?: "array" | "object" }) =>
+        call({ id: next++, op: "query", text, params: params === undefined ? undefined : [...params], array: options?.rowMode === "array", tx })
           .then((reply) => reply.result as Results<T>),
       exec: (text) => call({ id: next++, op: "exec", text, tx }).then(() => undefined),
       script: (steps) => call({ id: next++, op: "script", steps, tx }).then(() => undefined)

@@ -23,13 +23,8 @@ const pgliteClient = (db: EmbeddedQueryable, inTransaction: boolean, root: Embed
       inTransaction
         ? f(self)
         : bridgeTransaction((body) => root.transaction((tx) => body(pgliteClient(tx, true, root))), f),
-    copyIn: inTransaction
-      ? (statement, text) =>
-        Effect.tryPromise({
-          try: () => db.query(fromBlob(statement), [], { blob: text }).then(() => undefined),
-          catch: toSqlError
-        })
-      : undefined,
+    // A COPY is a script of one statement: its data goes with it to PGlite's thread.
+    copyIn: inTransaction ? (statement, text) => self.script([{ copy: statement, data: text }]) : undefined,
     script: (steps) =>
       Effect.tryPromise({
         try: () => db.script(steps.map((step) => "copy" in step ? { text: fromBlob(step.copy), blob: step.data } : step)),

@@ -118,13 +118,7 @@ const start = async (data: StartData) => {
       case "query": {
         let pending
         try {
-          // An options object only for the queries that need one (most need none).
-          const options = request.blob !== undefined
-            ? { rowMode: request.array ? "array" as const : "object" as const, blob: new Blob([request.blob]) }
-            : request.array
-            ? { rowMode: "array" as const }
-            : undefined
-          pending = target(request.tx).query(request.text, request.params, options)
+          pending = target(request.tx).query(request.text, request.params, request.array ? { rowMode: "array" } : undefined)
         } catch (cause) {
           return fail(id, cause)
         }
