@@ -30,6 +30,8 @@ interface Spec {
   readonly clientPrefix: string
   /** Where the result goes, as JSON. */
   readonly resultFile: string
+  /** BENCH_LATENCY_DUMP: each measured run's send time (epoch ms) and latency (ms) go here as JSON. */
+  readonly dumpFile: string | undefined
 }
 
 export interface CommandsLoadResult {
@@ -57,6 +59,8 @@ const main = async () => {
   /** Send time (performance.now()) by run key, for the runs of the measured window. */
   const pending = new Map<string, number>()
   const latencies: Array<number> = []
+  /** [send time, latency] of each measured run, kept only for `dumpFile`. */
+  const samples: Array<readonly [number, number]> = []
   let measuring = false
   let sent = 0
   let errors = 0
@@ -83,6 +87,7 @@ const main = async () => {
         if (run === undefined || at === undefined) return
         pending.delete(run)
         latencies.push(performance.now() - at)
+        if (spec.dumpFile !== undefined) samples.push([performance.timeOrigin + at, performance.now() - at])
       })
       await client.subscribeAsync(runTopic(device.id), { qos: 1 })
       devices.push(client)
@@ -155,6 +160,7 @@ const main = async () => {
   // The result (20,000 numbers) goes to a file: a line that long on stdout, followed by exit, did
   // not always reach the parent.
   writeFileSync(spec.resultFile, JSON.stringify(result))
+  if (spec.dumpFile !== undefined) writeFileSync(spec.dumpFile, JSON.stringify({ samples }))
   console.log("RESULT")
   await Promise.all([...devices, ...(app === undefined ? [] : [app])].map((c) => c.endAsync(true).catch(() => undefined)))
   process.exit(0)

@@ -71,6 +71,8 @@ export const runCommandCase = async (options: {
   readonly warmupMs: number
   readonly durationMs: number
   readonly clientPrefix: string
+  /** BENCH_LATENCY_DUMP: where the load writes each run's send time and latency. */
+  readonly dumpFile: string | undefined
   /** The server process, for its CPU. */
   readonly serverPid: number | undefined
   /** The Postgres database the server uses, for its CPU; undefined without Postgres. */
@@ -91,7 +93,8 @@ export const runCommandCase = async (options: {
       warmupMs: options.warmupMs,
       durationMs: options.durationMs,
       clientPrefix: options.clientPrefix,
-      resultFile
+      resultFile,
+      dumpFile: options.dumpFile
     }))
     const budget = options.warmupMs + options.durationMs + 120_000
     const resultLine = load.waitForLine(/^RESULT$/, budget)

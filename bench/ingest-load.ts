@@ -17,6 +17,7 @@
  */
 import { Agent as CoapAgent, request as coapRequest } from "coap"
 import { createSocket } from "node:dgram"
+import { writeFileSync } from "node:fs"
 import { Agent as HttpAgent, request as httpRequest } from "node:http"
 import { createInterface } from "node:readline"
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt"
@@ -455,6 +456,8 @@ const subscribe = async (spec: SubscribeSpec) => {
   const windowEnd = windowStart + spec.durationMs
   const suffix = `/events/${spec.name}`
   const latencies: Histogram = {}
+  /** [send time, latency] of each timed delivery, kept only for BENCH_LATENCY_DUMP. */
+  const samples: Array<readonly [number, number]> = []
   let received = 0
   client.on("message", (topic, payload) => {
     const at = now()
@@ -466,6 +469,7 @@ const subscribe = async (spec: SubscribeSpec) => {
       if (t !== undefined) {
         received += 1
         histogramAdd(latencies, at - t)
+        if (spec.dumpFile !== undefined) samples.push([t, at - t])
       }
     } catch {
       // Not one of ours.
@@ -474,6 +478,7 @@ const subscribe = async (spec: SubscribeSpec) => {
   // Deliveries still on their way after the window: as long as the publishers may drain.
   await sleep(windowEnd + Math.min(spec.drainLimitMs, 5_000) - Date.now())
   const result: SubscribeResult = { mode: "subscribe", received, latencyMs: latencies, subscribed }
+  if (spec.dumpFile !== undefined) writeFileSync(spec.dumpFile, JSON.stringify({ samples }))
   process.stdout.write(`${JSON.stringify(result)}\n`)
   client.end(true)
 }

@@ -66,6 +66,8 @@ export interface SubscribeSpec extends Timing {
   readonly deviceIds: ReadonlyArray<string>
   /** Deliveries of events with this name in the measured window are timed. */
   readonly name: string
+  /** BENCH_LATENCY_DUMP: each timed delivery's send time (epoch ms) and latency (ms) go here as JSON. */
+  readonly dumpFile?: string | undefined
 }
 
 /** Connections that connect and then do nothing. */

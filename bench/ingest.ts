@@ -43,7 +43,10 @@
  * BENCH_SERVER_NODE_ARGS), BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
  * BENCH_LOAD_CLIENT (lean: MQTT publishers on bench/lean-mqtt.ts; mqtt.js: on the mqtt package),
  * BENCH_PEER (a checkout of an earlier commit: the target `peer`, on by default then, runs that
- * commit's own server on Postgres in the same run), BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ * commit's own server on Postgres in the same run), BENCH_NO_RECORD (set: do not append to RESULTS.md),
+ * BENCH_LATENCY_DUMP (a path prefix: the latency and command cases write each timed delivery's send time,
+ * epoch ms, and latency, ms, to `<prefix>-<target>-<case>.json` as `{"samples": [[sent, ms], …]}`, to find
+ * what a tail is made of: whole bursts or single events, when, and what else happened then).
  */
 import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -142,8 +145,13 @@ const settings = {
   cpuProfDir: process.env.BENCH_CPU_PROF,
   entry: process.env.BENCH_ENTRY ?? "src/main.ts",
   serverNodeArgs: (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
-  record: process.env.BENCH_NO_RECORD === undefined
+  record: process.env.BENCH_NO_RECORD === undefined,
+  latencyDump: process.env.BENCH_LATENCY_DUMP === undefined || process.env.BENCH_LATENCY_DUMP === "" ? undefined : resolve(process.env.BENCH_LATENCY_DUMP)
 }
+
+/** BENCH_LATENCY_DUMP's file for a target's case, or undefined without it. */
+const dumpFile = (target: string, caseName: string) =>
+  settings.latencyDump === undefined ? undefined : `${settings.latencyDump}-${target.toLowerCase().replace(/[^a-z0-9]+/g, "-")}-${caseName}.json`
 
 const HOST = "127.0.0.1"
 const RUN = randomBytes(4).toString("hex")
@@ -714,6 +722,7 @@ const latency = async (target: Target): Promise<LatencyCase> => {
       clientPrefix: `vb${RUN}-lat`,
       deviceIds: target.devices.map((d) => d.id),
       name: eventName,
+      dumpFile: dumpFile(target.name, "latency"),
       ...timing
     }
   )
@@ -1149,6 +1158,7 @@ const main = async () => {
           warmupMs: settings.warmupSeconds * 1000,
           durationMs: settings.durationSeconds * 1000,
           clientPrefix: `vb${RUN}-cmd-${via}`,
+          dumpFile: dumpFile(t.name, `commands-${via}`),
           serverPid: t.pid,
           database: t.database
         })
