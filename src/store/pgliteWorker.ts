@@ -12,6 +12,7 @@ import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "
 import { dirname, join } from "node:path"
 import { parentPort, workerData } from "node:worker_threads"
 import type { Origin, Reply, Request, StartData, ThrownError } from "./embedded.ts"
+import { durableDisk } from "./pgliteDisk.ts"
 
 const port = parentPort
 if (port === null) throw new Error("pgliteWorker: not started as a worker thread")
@@ -74,7 +75,8 @@ const writeTemplate = async (file: string, db: PGlite) => {
  * never written from a DATA_DIR: that dump would carry its lock file (`voltaic.lock`).
  */
 const openPglite = async (data: StartData): Promise<{ readonly db: PGlite; readonly origin: Origin }> => {
-  const options = data.dataDir === undefined ? {} : { dataDir: data.dataDir }
+  // On disk with a working fsync (pgliteDisk.ts): a commit is answered once it is on the disk.
+  const options = data.dataDir === undefined ? {} : durableDisk(data.dataDir)
   if (data.dataDir !== undefined && existsSync(join(data.dataDir, "PG_VERSION"))) return { db: await PGlite.create(options), origin: "existing" }
   const tar = data.template === undefined ? undefined : readTemplate(data.template)
   if (tar !== undefined) {

@@ -125,6 +125,21 @@ describe("PGlite on its own thread", () => {
     await second.close()
   })
 
+  it("on disk, syncs to the disk: fsync on, the WAL synced by fsync, made from the template or by initdb", async () => {
+    const settings = async (opened: EmbeddedDb) =>
+      (await opened.query<{ fsync: string; method: string }>(
+        "SELECT current_setting('fsync') AS fsync, current_setting('wal_sync_method') AS method"
+      )).rows
+    const fromTemplate = await openEmbedded(join(root, "synced-template"), join(root, "synced-cache", "initdb.tar"))
+    expect(await settings(fromTemplate)).toEqual([{ fsync: "on", method: "fsync" }])
+    await fromTemplate.close()
+    const byInitdb = await openEmbedded(join(root, "synced-initdb"), null)
+    expect(await settings(byInitdb)).toEqual([{ fsync: "on", method: "fsync" }])
+    await byInitdb.close()
+    // In memory there is no disk to sync: PGlite's own settings.
+    expect(await settings(db)).toEqual([{ fsync: "off", method: "fdatasync" }])
+  })
+
   it("makes a new database from the initdb template once one is kept, in memory and on disk; a damaged one is not used", async () => {
     const template = join(root, "cache", "initdb.tar")
     const first = await openEmbedded(undefined, template)
