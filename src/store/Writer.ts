@@ -101,11 +101,12 @@ export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> & { r
   let lastStart = -Infinity
   /**
    * The mean time between batch starts (an exponentially weighted average over ~8 batches, each
-   * gap counted up to `10 × flushEveryMs` so that one idle spell does not outweigh the rest).
+   * gap counted up to `longestGap` so that one idle spell does not outweigh the rest).
    * It starts at 0, as if loaded: a flood right after start is spaced at once.
    */
   let meanGap = 0
   const loadedGap = 2 * flushEveryMs
+  const longestGap = 10 * flushEveryMs
   const isLoaded = () => meanGap < loadedGap
   /** Settles after the last batch taken was answered: batches are answered in order. */
   let answered: Promise<void> = Promise.resolve()
@@ -150,7 +151,7 @@ export const makeWriter = (sql: SqlClient, options: Partial<WriterOptions> & { r
     }
     if (worthFlushing()) {
       const now = performance.now()
-      meanGap += (Math.min(now - lastStart, 10 * flushEveryMs) - meanGap) / 8
+      meanGap += (Math.min(now - lastStart, longestGap) - meanGap) / 8
       lastStart = now
     }
     while (worthFlushing()) {

@@ -27,11 +27,9 @@ interface WithNodeFs {
   readonly NODEFS?: { readonly stream_ops: Record<string, unknown> }
 }
 
-/** PGlite's start parameters with fsync on and the WAL synced by `fsync`. */
-export const durableStartParams = (): Array<string> => [
+/** PGlite's start parameters without `-F` (so fsync is on), the WAL synced by `fsync`. */
+const durableStartParams = (): Array<string> => [
   ...PGlite.defaultStartParams.filter((param) => param !== "-F"),
-  "-c",
-  "fsync=on",
   "-c",
   "wal_sync_method=fsync"
 ]
@@ -39,7 +37,7 @@ export const durableStartParams = (): Array<string> => [
 /**
  * PGlite's NodeFS whose files can be synced. `onSync` is told of each sync (for tests).
  */
-export class SyncedNodeFS extends NodeFS {
+class SyncedNodeFS extends NodeFS {
   readonly #onSync: (() => void) | undefined
 
   constructor(dataDir: string, onSync?: () => void) {
