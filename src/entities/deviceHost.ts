@@ -62,8 +62,16 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     device.wakeAt = timer === undefined ? null : timer.deadline
     if (device.wakeAt !== device.storedWakeAt) unsynced.add(device)
     const liveness = livenessOf(snapshot.value)
-    if (liveness !== device.planned) effects.liveness.set(device, { liveness, at })
-    else effects.liveness.delete(device)
+    if (liveness === device.planned) {
+      effects.liveness.delete(device)
+      return
+    }
+    // As of when the device took it: a later settle of the same step that changed nothing (an
+    // activation's last, at `now`) keeps that time. And never before the liveness it follows: its
+    // space keeps the later of two (`spaceMachine.ts`), so an offline dated at its deadline (the
+    // last sign + the limit) after an online dated at a late step would never be counted.
+    const taken = effects.liveness.get(device)
+    if (taken === undefined || taken.liveness !== liveness) effects.liveness.set(device, { liveness, at: Math.max(at, device.plannedAt) })
   }
 
   /** One step of the device's machine; its timer set or cleared and its emissions collected, as an actor would. */

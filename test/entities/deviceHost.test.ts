@@ -1,4 +1,6 @@
 import { describe, expect, it } from "vitest"
+import { createActor } from "xstate"
+import { liveOf, spaceMachine } from "../../actors/spaceMachine.ts"
 import { type Activation, type DeviceHost, type HostedDevice, makeDeviceHost } from "../../src/entities/deviceHost.ts"
 import { persisted } from "../../src/entities/deviceSteps.ts"
 import type { OrganisationRules, Rule } from "../../src/entities/rules.ts"
@@ -52,6 +54,25 @@ const stored = (host: DeviceHost, device: HostedDevice) => {
     device.plannedAt = device.reportedAt = change.at
   }
   return { fx, snapshot: persisted(device.snapshot), wakeAt: device.wakeAt, liveness: device.reported, livenessAt: device.reportedAt }
+}
+
+/**
+ * The device's space, told each drain's liveness change as its bucket tells it (`Changes`):
+ * what it counts is what `GET /spaces` answers.
+ */
+const spaceOf = (deviceId: string) => {
+  const space = createActor(spaceMachine, {
+    input: { spaceId: "spc_1", timezone: "UTC", devices: [{ deviceId, liveness: "other", at: 0 }] }
+  }).start()
+  return {
+    tell: (host: DeviceHost, device: HostedDevice) => {
+      const { fx } = stored(host, device)
+      const change = fx.liveness.get(device)
+      if (change !== undefined) space.send({ type: "changes", devices: [{ deviceId, ...change }], alerts: [] })
+      return change
+    },
+    live: () => liveOf(space.getSnapshot().context)
+  }
 }
 
 const offlineRule = rule("rul_off", "offline", { afterSeconds: AFTER / 1000 }, { autoResolve: true })
@@ -281,5 +302,36 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     expect(host.sweep(T0 + 1).map((d) => d.id)).toEqual(["d10"])
     expect(watched.sweep(T0 + 1)).toEqual([])
     expect(host.devices.size).toBe(0)
+  })
+})
+
+describe("device host: liveness changes as a space counts them (a later one wins there)", () => {
+  it("first seen by a late step (its sign of life reached the bucket after its deadline): online as of the sign, then offline", () => {
+    // Two processes: the Seen waited out a shard handover, 2 s, and the limit is 1 s.
+    const { host } = hostWith([rule("rul_off1", "offline", { afterSeconds: 1 }, { autoResolve: true })])
+    const space = spaceOf("d20")
+    const late = T0 + 3_000
+    const device = host.activate(fresh("d20", { lastSeenAt: T0 }), late)
+    host.seen(device, T0, undefined, late)
+    expect(space.tell(host, device)).toEqual({ liveness: "online", at: T0 })
+    expect(space.live()).toMatchObject({ devicesOnline: 1, devicesOffline: 0 })
+    host.wake(late)
+    expect(space.tell(host, device)).toEqual({ liveness: "offline", at: T0 + 1_000 })
+    expect(space.live()).toMatchObject({ devicesOnline: 0, devicesOffline: 1 })
+  })
+
+  it("watched only after it went silent (a rule made later): offline no earlier than the online it follows", () => {
+    const { host, setRules } = hostWith([])
+    const space = spaceOf("d21")
+    const device = host.activate(fresh("d21"), T0)
+    host.seen(device, T0, undefined, T0)
+    expect(space.tell(host, device)).toBeUndefined() // unwatched: neither
+    setRules([rule("rul_off2", "offline", { afterSeconds: 1 }, { autoResolve: true })])
+    host.configure(device, T0 + 5_000)
+    expect(space.tell(host, device)).toEqual({ liveness: "online", at: T0 + 5_000 })
+    host.wake(T0 + 5_000)
+    // Its deadline (the last sign + 1 s) is long past: offline at once, dated no earlier than the online.
+    expect(space.tell(host, device)).toEqual({ liveness: "offline", at: T0 + 5_000 })
+    expect(space.live()).toMatchObject({ devicesOnline: 0, devicesOffline: 1 })
   })
 })
