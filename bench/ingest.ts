@@ -42,6 +42,7 @@
  * BENCH_SERVER_LOG (a file: append the Voltaic servers' stdout to it, e.g. with `--trace-gc` in
  * BENCH_SERVER_NODE_ARGS), BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
  * BENCH_LOAD_CLIENT (lean: MQTT publishers on bench/lean-mqtt.ts; mqtt.js: on the mqtt package),
+ * BENCH_HTTP_CLIENT (lean: the command case's REST sender on bench/lean-http.ts; node:http),
  * BENCH_PEER (a checkout of an earlier commit: the target `peer`, on by default then, runs that
  * commit's own server on Postgres in the same run), BENCH_NO_RECORD (set: do not append to RESULTS.md),
  * BENCH_LATENCY_DUMP (a path prefix: the latency and command cases write each timed delivery's send time,
@@ -1059,7 +1060,7 @@ const record = (date: string, r: Results) => {
 aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker of this machine as MQTT ceilings.
 
 - Machine: ${machine()}.${settings.targets.some((t) => t !== "aedes" && t !== "mosquitto" && t !== "pglite") ? " Postgres runs on the same machine, sharing its cores." : ""}
-  The load generators (${settings.loadProcs} publishing processes, ${process.env.BENCH_LOAD_CLIENT === "mqtt.js" ? "mqtt.js" : "bench/lean-mqtt.ts (mqtt-packet on a socket)"} / coap / node:http; the subscriber and idle connections on mqtt.js) share the ${cpus().length} cores with the
+  The load generators (${settings.loadProcs} publishing processes, ${process.env.BENCH_LOAD_CLIENT === "mqtt.js" ? "mqtt.js" : "bench/lean-mqtt.ts (mqtt-packet on a socket)"} / coap / node:http; the command case's REST runs on ${process.env.BENCH_HTTP_CLIENT === "node:http" ? "node:http" : "bench/lean-http.ts"}; the subscribers and idle connections on mqtt.js) share the ${cpus().length} cores with the
   server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
   what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
 - Voltaic runs from \`${settings.entry}\` with \`node ${[...settings.serverNodeArgs, ...serverNodeFlags].join(" ")}\` (\`npm start\`'s flags; bare aedes gets them too) (${gitState(root, ["src", "migrations"])}; Postgres: a fresh database, ANALYZEd after seeding; PGlite: a fresh data directory on disk, as \`npm start\` keeps it).${peer === undefined ? "" : ` "Postgres, peer ${peer.commit}" is that commit's own server (its src/main.ts, migrations and dependencies, from its checkout) on a fresh database, in the same run, with the same flags and load.`}${variantsNote()} Devices are

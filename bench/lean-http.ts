@@ -1,0 +1,144 @@
+/**
+ * The sending side of an HTTP/1.1 client, and nothing more, for bench:ingest's command case
+ * (`bench/commands-load.ts`): keep-alive TCP connections, one request at a time on each, a
+ * request written as one string, and an answer read for its status line and its length alone.
+ *
+ * The command case measures a run from its send to its arrival at the device, both in the load's
+ * process, so the load's own pauses count as the server's latency. With node:http (an Agent of 64
+ * keep-alive sockets) that process ran a 9–15 ms scavenge every ~1.7 s at 1,000 requests/s
+ * (ClientRequest, IncomingMessage, the parser's header arrays, URL parsing per request), while the
+ * MQTT senders' runs of the same case had none over 5 ms: each scavenge caught the 10–20 runs in
+ * flight, about a third of the runs at or over the p99.
+ *
+ * Answers are expected with `content-length` (Voltaic's JSON) or chunked; anything else fails
+ * the connection's request. No TLS, no redirects, no retries: a case lasts seconds.
+ */
+import { createConnection, type Socket } from "node:net"
+
+export interface LeanAnswer {
+  readonly status: number
+}
+
+interface Waiting {
+  readonly head: string
+  readonly body: string
+  readonly done: (answer: LeanAnswer | Error) => void
+}
+
+const HEADER_END = Buffer.from("\r\n\r\n")
+const CHUNKED_END = Buffer.from("0\r\n\r\n")
+
+class Connection {
+  private readonly socket: Socket
+  private buffered: Buffer | undefined = undefined
+  private current: Waiting | undefined = undefined
+  broken = false
+
+  constructor(host: string, port: number, private readonly onIdle: (c: Connection) => void) {
+    this.socket = createConnection({ host, port })
+    this.socket.setNoDelay(true)
+    this.socket.on("data", (chunk: Buffer) => this.read(chunk))
+    this.socket.on("error", (error) => this.fail(error))
+    this.socket.on("close", () => this.fail(new Error("connection closed")))
+  }
+
+  get busy() {
+    return this.current !== undefined
+  }
+
+  send(request: Waiting) {
+    this.current = request
+    this.socket.write(request.head + request.body)
+  }
+
+  close() {
+    this.socket.destroy()
+  }
+
+  private fail(error: Error) {
+    this.broken = true
+    const current = this.current
+    this.current = undefined
+    current?.done(error)
+  }
+
+  /** An answer is whole once its headers and its body (by length, or chunked to its last chunk) are in. */
+  private read(chunk: Buffer) {
+    const data = this.buffered === undefined ? chunk : Buffer.concat([this.buffered, chunk])
+    const end = data.indexOf(HEADER_END)
+    if (end < 0) {
+      this.buffered = data
+      return
+    }
+    const head = data.toString("latin1", 0, end)
+    const status = Number(head.slice(9, 12))
+    const length = /\r\ncontent-length:\s*(\d+)/i.exec(head)
+    let whole: number
+    if (length !== null) whole = end + 4 + Number(length[1])
+    else if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) {
+      const last = data.indexOf(CHUNKED_END, end + 4)
+      whole = last < 0 ? Number.POSITIVE_INFINITY : last + CHUNKED_END.length
+    } else {
+      this.socket.destroy(new Error(`answer without a length: ${head.split("\r\n")[0]}`))
+      return
+    }
+    if (data.length < whole) {
+      this.buffered = data
+      return
+    }
+    this.buffered = data.length > whole ? data.subarray(whole) : undefined
+    const current = this.current
+    this.current = undefined
+    current?.done({ status })
+    this.onIdle(this)
+  }
+}
+
+/** Up to `connections` keep-alive connections to `url`'s host; requests queue for the first one free. */
+export class LeanHttpClient {
+  private readonly idle: Array<Connection> = []
+  private readonly all: Array<Connection> = []
+  private readonly queue: Array<Waiting> = []
+  private readonly host: string
+  private readonly port: number
+  private readonly authority: string
+
+  constructor(url: string, private readonly connections: number) {
+    const { hostname, port, host } = new URL(url)
+    this.host = hostname
+    this.port = port === "" ? 80 : Number(port)
+    this.authority = host
+  }
+
+  /** Sends `body` (JSON) to `path` with these extra header lines; calls `done` with the answer's status, or the error. */
+  post(path: string, headers: string, body: string, done: (answer: LeanAnswer | Error) => void): void {
+    const head = `POST ${path} HTTP/1.1\r\nhost: ${this.authority}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n${headers}\r\n`
+    const request: Waiting = { head, body, done }
+    const free = this.take()
+    if (free === undefined) this.queue.push(request)
+    else free.send(request)
+  }
+
+  close(): void {
+    for (const c of this.all) c.close()
+  }
+
+  private take(): Connection | undefined {
+    for (;;) {
+      const c = this.idle.pop()
+      if (c === undefined) break
+      if (!c.broken) return c
+    }
+    const open = this.all.filter((c) => !c.broken)
+    if (open.length >= this.connections) return undefined
+    const made = new Connection(this.host, this.port, (c) => this.freed(c))
+    this.all.splice(0, this.all.length, ...open, made)
+    return made
+  }
+
+  private freed(c: Connection) {
+    const next = this.queue.shift()
+    if (next !== undefined) c.send(next)
+    else this.idle.push(c)
+  }
+}
