@@ -18,6 +18,7 @@ import { writeFileSync } from "node:fs"
 import { Agent as HttpAgent, request as httpRequest } from "node:http"
 import mqtt from "mqtt"
 import { LeanHttpClient } from "./lean-http.ts"
+import { LeanMqttClient } from "./lean-mqtt.ts"
 
 interface Spec {
   readonly via: "http" | "mqtt" | "forward"
@@ -72,18 +73,12 @@ const main = async () => {
     firstError ??= e instanceof Error ? e.message : String(e)
   }
 
-  // The devices, each on its own connection, subscribed to its own run topic.
-  const devices: Array<mqtt.MqttClient> = []
+  // The devices, each on its own connection (bench/lean-mqtt.ts), subscribed to its own run topic.
+  const devices: Array<LeanMqttClient> = []
   for (let i = 0; i < spec.devices.length; i += 50) {
     await Promise.all(spec.devices.slice(i, i + 50).map(async (device, j) => {
-      const client = await mqtt.connectAsync(spec.mqttUrl, {
-        clientId: `${spec.clientPrefix}-d${i + j}`,
-        username: device.key === "" ? undefined : device.key,
-        password: device.key === "" ? undefined : " ",
-        reconnectPeriod: 0,
-        keepalive: 60
-      })
-      client.on("message", (_topic, payload) => {
+      const client = await LeanMqttClient.connect(spec.mqttUrl, `${spec.clientPrefix}-d${i + j}`, device.key)
+      client.onMessage((_topic, payload) => {
         const run = (JSON.parse(payload.toString()) as { data?: { run?: string } }).data?.run
         const at = run === undefined ? undefined : pending.get(run)
         if (run === undefined || at === undefined) return
@@ -91,7 +86,7 @@ const main = async () => {
         latencies.push(performance.now() - at)
         if (spec.dumpFile !== undefined) samples.push([performance.timeOrigin + at, performance.now() - at])
       })
-      await client.subscribeAsync(runTopic(device.id), { qos: 1 })
+      await client.subscribe(runTopic(device.id), 1)
       devices.push(client)
     }))
   }
@@ -174,7 +169,8 @@ const main = async () => {
   if (spec.dumpFile !== undefined) writeFileSync(spec.dumpFile, JSON.stringify({ samples }))
   console.log("RESULT")
   lean?.close()
-  await Promise.all([...devices, ...(app === undefined ? [] : [app])].map((c) => c.endAsync(true).catch(() => undefined)))
+  for (const device of devices) device.end()
+  await app?.endAsync(true).catch(() => undefined)
   process.exit(0)
 }
 
