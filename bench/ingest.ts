@@ -548,9 +548,19 @@ interface PublishRun {
 }
 
 /** Starts the publishers (and a subscriber), lets them warm up, measures one window, collects. */
-/** Other work on the machine before a case: waits (bounded) for it to calm down, and reports what is left. */
+/**
+ * Other work on the machine before a case: the disk's dirty pages are written out, then it waits
+ * (bounded) for the CPU to calm down, and reports what is left.
+ *
+ * The pages are the previous cases' writes (a throughput case stores 400,000-500,000 events). Left
+ * in the page cache, the kernel writes them back once they are 30 s old (`vm.dirty_expire_centisecs`),
+ * in the middle of a later case, and every commit's sync queues behind that: after QoS 0, one
+ * ~95 ms episode per command case (100 runs, the worst 65-220 ms) on both stores, and PGlite's
+ * WAL `fdatasync` timed at 135 and 77 ms in one of them. `sync` writes them before the case.
+ */
 const background: Array<{ readonly what: string; readonly busy: number }> = []
 const quiet = async (what: string) => {
+  execFileSync("sync")
   background.push({ what, busy: await awaitQuiet(0.3, settings.quietWaitMs) })
 }
 
@@ -1086,7 +1096,8 @@ aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker
   would sustain if nothing else were the limit.
 - CPU columns are cores used during the measured window: server = the broker process, Postgres = the shared
   \`postgres\` processes and the backends of the benchmark's database, loadgen = the load processes, other = machine − those (other work on the machine, unattributed kernel
-  time), machine = every process. Before each case the benchmark waits up to ${settings.quietWaitMs / 1000} s for the machine to be nearly idle.
+  time), machine = every process. Before each case the benchmark writes the disk's dirty pages out (\`sync\`: the earlier cases' writes, which the kernel
+  would write back 30 s later, holding every commit's sync meanwhile) and waits up to ${settings.quietWaitMs / 1000} s for the machine to be nearly idle.
 
 ### Memory with ${int(settings.idleConnections)} idle MQTT connections
 
