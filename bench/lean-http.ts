@@ -5,10 +5,9 @@
  *
  * The command case measures a run from its send to its arrival at the device, both in the load's
  * process, so the load's own pauses count as the server's latency. With node:http (an Agent of 64
- * keep-alive sockets) that process ran a 9–15 ms scavenge every ~1.7 s at 1,000 requests/s
- * (ClientRequest, IncomingMessage, the parser's header arrays, URL parsing per request), while the
- * MQTT senders' runs of the same case had none over 5 ms: each scavenge caught the 10–20 runs in
- * flight, about a third of the runs at or over the p99.
+ * keep-alive sockets) that process ran a 9–15 ms scavenge every ~1.7 s at 1,000 requests/s, while
+ * the MQTT senders' runs of the same case had none over 5 ms: each scavenge caught the 10–20 runs
+ * in flight (what node:http kept alive across them was not traced; replacing it was the test).
  *
  * Answers are expected with `content-length` (Voltaic's JSON) or chunked; anything else fails
  * the connection's request. No TLS, no redirects, no retries: a case lasts seconds.
