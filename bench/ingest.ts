@@ -547,7 +547,6 @@ interface PublishRun {
   readonly cpu: CpuWindow
 }
 
-/** Starts the publishers (and a subscriber), lets them warm up, measures one window, collects. */
 /**
  * Other work on the machine before a case: the disk's dirty pages are written out, then it waits
  * (bounded) for the CPU to calm down, and reports what is left.
@@ -574,6 +573,7 @@ const backgroundNote = (): Array<string> => {
   ]
 }
 
+/** Starts the publishers (and a subscriber), lets them warm up, measures one window, collects. */
 const runPublishers = async (
   target: Target,
   durationSeconds: number,
