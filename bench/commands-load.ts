@@ -83,8 +83,9 @@ const main = async () => {
         const at = run === undefined ? undefined : pending.get(run)
         if (run === undefined || at === undefined) return
         pending.delete(run)
-        latencies.push(performance.now() - at)
-        if (spec.dumpFile !== undefined) samples.push([performance.timeOrigin + at, performance.now() - at])
+        const latency = performance.now() - at
+        latencies.push(latency)
+        if (spec.dumpFile !== undefined) samples.push([performance.timeOrigin + at, latency])
       })
       await client.subscribe(runTopic(device.id), 1)
       devices.push(client)
@@ -102,15 +103,16 @@ const main = async () => {
   const lean = spec.via === "http" && process.env.BENCH_HTTP_CLIENT !== "node:http" ? new LeanHttpClient(spec.httpUrl!, 64) : undefined
   const authorization = `authorization: Bearer ${spec.appKey}\r\n`
   const answers: Array<number> = []
+  /** A REST run's answer, sent at `at`. */
+  const answered = (at: number, status: number | undefined) => {
+    if (measuring) answers.push(performance.now() - at)
+    if (status !== 200) failed(new Error(`POST /v1/commands/run answered ${status}`))
+  }
   const send = (device: { readonly id: string }, run: string) => {
     const body = JSON.stringify({ slug: spec.slug, device: { id: device.id }, data: { run } })
     if (lean !== undefined) {
       const at = performance.now()
-      lean.post("/v1/commands/run", authorization, body, (answer) => {
-        if (answer instanceof Error) return failed(answer)
-        if (measuring) answers.push(performance.now() - at)
-        if (answer.status !== 200) failed(new Error(`POST /v1/commands/run answered ${answer.status}`))
-      })
+      lean.post("/v1/commands/run", authorization, body, (answer) => (answer instanceof Error ? failed(answer) : answered(at, answer.status)))
     } else if (spec.via === "http") {
       const at = performance.now()
       const req = httpRequest(`${spec.httpUrl}/v1/commands/run`, {
@@ -119,10 +121,7 @@ const main = async () => {
         headers: { authorization: `Bearer ${spec.appKey}`, "content-type": "application/json", "content-length": Buffer.byteLength(body) }
       }, (res) => {
         res.resume()
-        res.on("end", () => {
-          if (measuring) answers.push(performance.now() - at)
-          if (res.statusCode !== 200) failed(new Error(`POST /v1/commands/run answered ${res.statusCode}`))
-        })
+        res.on("end", () => answered(at, res.statusCode))
       })
       req.on("error", failed)
       req.end(body)

@@ -6,6 +6,7 @@
  * one spread over single sends (a per-send cost such as a GC pause).
  */
 import { readFileSync } from "node:fs"
+import { percentile } from "./harness.ts"
 
 const file = process.argv[2]
 if (file === undefined) {
@@ -18,10 +19,10 @@ if (samples.length === 0) {
   process.exit(0)
 }
 samples.sort((a, b) => a[0] - b[0])
+// The same percentiles as bench:ingest's tables.
 const sorted = samples.map((s) => s[1]).sort((a, b) => a - b)
-const at = (p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]
-const p99 = at(0.99)
-console.log(`${samples.length} sends: p50 ${at(0.5).toFixed(2)} ms, p90 ${at(0.9).toFixed(2)}, p99 ${p99.toFixed(2)}, max ${sorted.at(-1)!.toFixed(2)}`)
+const p99 = percentile(sorted, 99)
+console.log(`${samples.length} sends: p50 ${percentile(sorted, 50).toFixed(2)} ms, p90 ${percentile(sorted, 90).toFixed(2)}, p99 ${p99.toFixed(2)}, max ${sorted.at(-1)!.toFixed(2)}`)
 
 const start = samples[0][0]
 const perSecond = new Map<number, number>()

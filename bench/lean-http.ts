@@ -33,7 +33,7 @@ class Connection {
   private current: Waiting | undefined = undefined
   broken = false
 
-  constructor(host: string, port: number, private readonly onIdle: (c: Connection) => void) {
+  constructor(host: string, port: number, private readonly onIdle: (c: Connection) => void, private readonly onBroken: (c: Connection) => void) {
     this.socket = createConnection({ host, port })
     this.socket.setNoDelay(true)
     this.socket.on("data", (chunk: Buffer) => this.read(chunk))
@@ -55,7 +55,10 @@ class Connection {
   }
 
   private fail(error: Error) {
-    this.broken = true
+    if (!this.broken) {
+      this.broken = true
+      this.onBroken(this)
+    }
     const current = this.current
     this.current = undefined
     current?.done(error)
@@ -96,7 +99,8 @@ class Connection {
 /** Up to `connections` keep-alive connections to `url`'s host; requests queue for the first one free. */
 export class LeanHttpClient {
   private readonly idle: Array<Connection> = []
-  private readonly all: Array<Connection> = []
+  /** Connections not broken: at most `connections`. */
+  private readonly open = new Set<Connection>()
   private readonly queue: Array<Waiting> = []
   private readonly host: string
   private readonly port: number
@@ -119,7 +123,7 @@ export class LeanHttpClient {
   }
 
   close(): void {
-    for (const c of this.all) c.close()
+    for (const c of this.open) c.close()
   }
 
   private take(): Connection | undefined {
@@ -128,11 +132,17 @@ export class LeanHttpClient {
       if (c === undefined) break
       if (!c.broken) return c
     }
-    const open = this.all.filter((c) => !c.broken)
-    if (open.length >= this.connections) return undefined
-    const made = new Connection(this.host, this.port, (c) => this.freed(c))
-    this.all.splice(0, this.all.length, ...open, made)
+    if (this.open.size >= this.connections) return undefined
+    const made = new Connection(this.host, this.port, (c) => this.freed(c), (c) => this.broke(c))
+    this.open.add(made)
     return made
+  }
+
+  /** A connection lost: what waits for one goes on a new one. */
+  private broke(c: Connection) {
+    this.open.delete(c)
+    const next = this.queue.length === 0 ? undefined : this.take()
+    if (next !== undefined) next.send(this.queue.shift()!)
   }
 
   private freed(c: Connection) {
