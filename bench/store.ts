@@ -20,7 +20,7 @@
  * None of the variants is an option Voltaic offers: each drops what a user relies on (no
  * events of a deleted device, history by device and by name, a device's last sign of life).
  * Rounds alternate between the variants (the order turned each round); the first fifth is warm-up.
- * Each store vacuums itself as `npm start`'s does (src/store/maintenance.ts, once a minute).
+ * Each store vacuums itself as `npm start`'s does (src/store/maintenance.ts).
  *
  * Settings (environment): BENCH_BATCH events per batch (1000, about what a QoS 0 run's batches
  * hold), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant

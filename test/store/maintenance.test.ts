@@ -2,7 +2,7 @@ import { Context, Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { scrape } from "../../src/metrics.ts"
-import { maintainOnce, pgliteMaintenance } from "../../src/store/maintenance.ts"
+import { INSERTS_PER_VACUUM, maintainOnce, pgliteMaintenance } from "../../src/store/maintenance.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { touchDevices } from "../../src/store/devices.ts"
 import { Sql, type SqlClient, SqlError } from "../../src/store/Sql.ts"
@@ -12,7 +12,9 @@ const openStore = async (kind: "pglite" | "postgres") => {
   const db: TestDatabase | undefined = kind === "postgres" ? await createPostgresDatabase() : undefined
   const scope = await Effect.runPromise(Scope.make())
   const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
-  const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
+  // The store's own pass (every second) waits on a test clock that never moves: only the tests'
+  // passes run, and the counters they read are theirs.
+  const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope).pipe(Effect.provide(TestClock.layer())))
   const sql = Context.get(context, Sql)
   await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
   return {
@@ -81,6 +83,38 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
     expect(again.map((d) => d.table)).not.toContain("public.grown")
   })
 
+  it("vacuums a table after 50,000 inserts between autovacuum's passes, however large, and analyses it in those passes only", async () => {
+    // 300,000 rows vacuumed and analysed: autovacuum's rule would wait for 1,000 + 20 % of the table.
+    await run(sql.exec(`CREATE TABLE appended (id int PRIMARY KEY, v int);
+      INSERT INTO appended SELECT g, 0 FROM generate_series(1, 300000) g;`))
+    await run(sql.exec("VACUUM (ANALYZE) appended"))
+    const settled = await stats("appended")
+    const insert = (from: number, to: number) =>
+      run(sql.exec(`INSERT INTO appended SELECT g, 0 FROM generate_series(${from}, ${to}) g`))
+    const actions = async (pass: "full" | "appended") =>
+      (await run(maintainOnce(sql, pass))).filter((d) => d.table === "public.appended").map((d) => d.action)
+
+    // 49,900 new rows: under the appended pass's 50,000; over 10 % changed, so the full pass
+    // analyses, but under 20 % inserted, so it does not vacuum.
+    await insert(300_001, 300_000 + INSERTS_PER_VACUUM - 100)
+    expect(await actions("appended")).toEqual([])
+    expect(await actions("full")).toEqual(["analyze"])
+    expect(await stats("appended")).toMatchObject({ vacuums: settled.vacuums, analyses: settled.analyses + 1 })
+
+    // 1,200 more: 51,100 inserts since the vacuum, under autovacuum's 1,000 + 20 % of the table
+    // (~70,000), over the appended pass's 50,000: vacuumed, not analysed.
+    await insert(300_000 + INSERTS_PER_VACUUM - 99, 300_000 + INSERTS_PER_VACUUM + 1100)
+    expect(await actions("appended")).toEqual(["vacuum"])
+    expect(await stats("appended")).toMatchObject({ vacuums: settled.vacuums + 1, analyses: settled.analyses + 1 })
+    expect(await actions("appended")).toEqual([])
+
+    // Updated rows are autovacuum's: 75,000 dead rows (over 50 + 20 % of ~350,000) wait for the full pass.
+    await run(sql.exec("UPDATE appended SET v = 1 WHERE id <= 75000"))
+    expect(await actions("appended")).toEqual([])
+    expect(await actions("full")).toEqual(["vacuum"])
+    expect(await stats("appended")).toMatchObject({ dead: 0, vacuums: settled.vacuums + 2 })
+  })
+
   it("quotes a table's name that needs it", async () => {
     await run(sql.exec(`CREATE TABLE "Odd Name" (id int PRIMARY KEY, v int);
       INSERT INTO "Odd Name" SELECT g, 0 FROM generate_series(1, 100) g; UPDATE "Odd Name" SET v = 1;`))
@@ -97,14 +131,14 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
     const failingOnce: SqlClient = {
       ...sql,
       query: (text, params) => {
-        if (text.includes("pg_stat_user_tables")) {
+        if (text.includes("pg_stat_get_dead_tuples")) {
           plans++
           if (plans === 1) return Effect.fail(new SqlError({ message: "the embedded database is closed", cause: undefined }))
         }
         return sql.query(text, params)
       }
     }
-    const fiber = Effect.runFork(pgliteMaintenance(failingOnce, "20 millis"))
+    const fiber = Effect.runFork(pgliteMaintenance(failingOnce, "20 millis", "20 millis"))
     try {
       const deadline = Date.now() + 20_000
       while ((await stats("beat")).vacuums === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
@@ -117,28 +151,40 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
 })
 
 describe("every embedded store", () => {
-  it("vacuums itself a minute on, and not before", async () => {
-    const vacuums = (sql: SqlClient) =>
+  it("vacuums a table's 50,000 inserts a second on, and the rest of what autovacuum would a minute on, not before", async () => {
+    const vacuums = (sql: SqlClient, table: string) =>
       Effect.andThen(
         sql.query("SELECT pg_stat_force_next_flush()"),
-        sql.query<{ n: number }>("SELECT vacuum_count::int AS n FROM pg_stat_user_tables WHERE relname = 'aging'")
+        sql.query<{ n: number }>("SELECT vacuum_count::int AS n FROM pg_stat_user_tables WHERE relname = $1", [table])
       ).pipe(Effect.map(([row]) => row.n))
     const counts = await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
       const sql = Context.get(yield* Layer.build(Sql.layer({ _tag: "pglite", dataDir: undefined })), Sql)
       yield* sql.exec(`CREATE TABLE aging (id int PRIMARY KEY, v int);
-        INSERT INTO aging SELECT g, 0 FROM generate_series(1, 100) g; UPDATE aging SET v = 1;`)
-      yield* TestClock.adjust("59 seconds")
-      yield* TestClock.withLive(Effect.sleep("300 millis"))
-      const before = yield* vacuums(sql)
+        INSERT INTO aging SELECT g, 0 FROM generate_series(1, 100) g; UPDATE aging SET v = 1;
+        CREATE TABLE flooded (id int PRIMARY KEY);
+        INSERT INTO flooded SELECT g FROM generate_series(1, ${INSERTS_PER_VACUUM + 100}) g;`)
+      // Each pass is real work on PGlite's thread: the test clock moves once the last one is over.
+      const settle = TestClock.withLive(Effect.sleep("300 millis"))
       yield* TestClock.adjust("1 second")
-      let after = yield* vacuums(sql)
+      let flooded = yield* vacuums(sql, "flooded")
+      for (let i = 0; i < 500 && flooded === 0; i++) {
+        yield* TestClock.withLive(Effect.sleep("20 millis"))
+        flooded = yield* vacuums(sql, "flooded")
+      }
+      yield* settle
+      const atOneSecond = yield* vacuums(sql, "aging")
+      yield* TestClock.adjust("58 seconds")
+      yield* settle
+      const before = yield* vacuums(sql, "aging")
+      yield* TestClock.adjust("1 second")
+      let after = yield* vacuums(sql, "aging")
       for (let i = 0; i < 500 && after === 0; i++) {
         yield* TestClock.withLive(Effect.sleep("20 millis"))
-        after = yield* vacuums(sql)
+        after = yield* vacuums(sql, "aging")
       }
-      return { before, after }
+      return { flooded, atOneSecond, before, after }
     })).pipe(Effect.provide(TestClock.layer())))
-    expect(counts).toEqual({ before: 0, after: 1 })
+    expect(counts).toEqual({ flooded: 1, atOneSecond: 0, before: 0, after: 1 })
   })
 })
 
