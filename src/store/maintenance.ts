@@ -22,10 +22,11 @@ import type { SqlClient, SqlError } from "./Sql.ts"
  * backends. A vacuum of inserts costs what they left since the last one, and more per row the
  * longer they wait, as their pages leave PGlite's buffers (events, on disk: 10 ms for 50,000 new,
  * 50 ms for 200,000, 330 ms for 600,000). With only autovacuum's 20 %, the pass after an MQTT
- * flood vacuumed ~600,000 events in one 200 ms statement, which every command run and
+ * flood vacuumed ~600,000 events in one 170-230 ms statement, which every command run and
  * acknowledgement waiting behind it took as its latency. So between those passes, every
  * `PGLITE_APPENDED_EVERY`, a table with over `INSERTS_PER_VACUUM` inserts since its vacuum is
- * vacuumed (and not analysed): events in parts of ~10 ms during a flood. That pass reads one
+ * vacuumed (and not analysed): events in parts of 10-60 ms during a flood (bench:ingest, timed
+ * on PGlite's thread), none left for after it. That pass reads one
  * counter per table (~1 ms) and nothing else: a table of updated rows (devices' `lastSeenAt`)
  * keeps autovacuum's rhythm, as its vacuum costs what its indexes hold, not what changed.
  * Analyses of events take ~20 ms (migrations/0017), of the other tables less.
