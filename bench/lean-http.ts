@@ -41,10 +41,6 @@ class Connection {
     this.socket.on("close", () => this.fail(new Error("connection closed")))
   }
 
-  get busy() {
-    return this.current !== undefined
-  }
-
   send(request: Waiting) {
     this.current = request
     this.socket.write(request.head + request.body)

@@ -26,9 +26,9 @@ import type { SqlClient, SqlError } from "./Sql.ts"
  * acknowledgement waiting behind it took as its latency. So between those passes, every
  * `PGLITE_APPENDED_EVERY`, a table with over `INSERTS_PER_VACUUM` inserts since its vacuum is
  * vacuumed (and not analysed): events in parts of 10-60 ms during a flood (bench:ingest, timed
- * on PGlite's thread), none left for after it. That pass reads one
- * counter per table (~1 ms) and nothing else: a table of updated rows (devices' `lastSeenAt`)
- * keeps autovacuum's rhythm, as its vacuum costs what its indexes hold, not what changed.
+ * on PGlite's thread), none left for after it. That pass reads one counter per table (~1 ms)
+ * and nothing else: a table of updated rows (devices' `lastSeenAt`) keeps autovacuum's rhythm,
+ * as its vacuum costs what its indexes hold, not what changed.
  * Analyses of events take ~20 ms (migrations/0017), of the other tables less.
  */
 export const PGLITE_MAINTENANCE_EVERY = Duration.minutes(1)
@@ -46,27 +46,31 @@ export interface Maintained {
   readonly ms: number
 }
 
+/** `full`: autovacuum's rules; `appended`: tables over `INSERTS_PER_VACUUM` inserts since their vacuum. */
+export type Pass = "full" | "appended"
+
 /**
- * The tables autovacuum would pick now, with what it would do (`format('%I.%I')` quotes their
- * names), or with `appended` only those over `INSERTS_PER_VACUUM` inserts, for a vacuum. The
- * counters are read with the functions behind `pg_stat_user_tables`, which would compute twenty
- * of them per table (2 ms a pass instead of 0.8).
+ * The user tables due for a vacuum or an analyse by these conditions (`format('%I.%I')` quotes
+ * their names). The counters are read with the functions behind `pg_stat_user_tables`, which
+ * would compute twenty of them per table (2 ms a pass instead of 0.8).
  */
-const due = (pass: Pass) => `SELECT "table", "vacuum", "analyze" FROM (
-    SELECT c.oid, format('%I.%I', n.nspname, c.relname) AS "table",
-      ${pass === "appended" ? `pg_stat_get_ins_since_vacuum(c.oid) > ${INSERTS_PER_VACUUM} AS "vacuum",
-      false AS "analyze"` : `pg_stat_get_dead_tuples(c.oid) > 50 + 0.2 * greatest(c.reltuples, 0)
-        OR pg_stat_get_ins_since_vacuum(c.oid) > 1000 + 0.2 * greatest(c.reltuples, 0)
-        OR age(c.relfrozenxid) > 200000000 AS "vacuum",
-      pg_stat_get_mod_since_analyze(c.oid) > 50 + 0.1 * greatest(c.reltuples, 0) AS "analyze"`}
+const plan = (vacuum: string, analyze: string) => `SELECT "table", "vacuum", "analyze" FROM (
+    SELECT c.oid, format('%I.%I', n.nspname, c.relname) AS "table", ${vacuum} AS "vacuum", ${analyze} AS "analyze"
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE c.relkind IN ('r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
   ) due
   WHERE "vacuum" OR "analyze"
   ORDER BY oid`
 
-/** `full`: autovacuum's rules; `appended`: tables over `INSERTS_PER_VACUUM` inserts since their vacuum. */
-export type Pass = "full" | "appended"
+const DUE: Record<Pass, string> = {
+  full: plan(
+    `pg_stat_get_dead_tuples(c.oid) > 50 + 0.2 * greatest(c.reltuples, 0)
+      OR pg_stat_get_ins_since_vacuum(c.oid) > 1000 + 0.2 * greatest(c.reltuples, 0)
+      OR age(c.relfrozenxid) > 200000000`,
+    "pg_stat_get_mod_since_analyze(c.oid) > 50 + 0.1 * greatest(c.reltuples, 0)"
+  ),
+  appended: plan(`pg_stat_get_ins_since_vacuum(c.oid) > ${INSERTS_PER_VACUUM}`, "false")
+}
 
 /** One pass: each due table vacuumed (analysed with it when that is due too) or analysed, in turn. */
 export const maintainOnce = (sql: SqlClient, pass: Pass = "full"): Effect.Effect<Array<Maintained>, SqlError> =>
@@ -74,7 +78,7 @@ export const maintainOnce = (sql: SqlClient, pass: Pass = "full"): Effect.Effect
     // PGlite's backend flushes its table counters to the statistics views only now and then
     // (at most once a second, at the end of a statement); the plan needs every row counted.
     yield* sql.query("SELECT pg_stat_force_next_flush()")
-    const tables = yield* sql.query<{ table: string; vacuum: boolean; analyze: boolean }>(due(pass))
+    const tables = yield* sql.query<{ table: string; vacuum: boolean; analyze: boolean }>(DUE[pass])
     const done: Array<Maintained> = []
     for (const { table, vacuum, analyze } of tables) {
       const started = performance.now()
