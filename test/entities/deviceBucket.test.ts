@@ -24,7 +24,8 @@ import {
   onTestClock,
   organisationId,
   query,
-  T0
+  T0,
+  testClockLayer
 } from "./support.ts"
 
 const AFTER_S = 30
@@ -179,7 +180,7 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
           expect(yield* alertsOf(rule)).toHaveLength(3)
           for (const id of ids) expect(yield* stored(id)).toMatchObject({ value: "offline", liveness: "offline", wake_at: null })
         }))
-      }).pipe(Effect.provide(TestClock.layer()), Effect.scoped))
+      }).pipe(Effect.provide(testClockLayer), Effect.scoped))
     } finally {
       await db?.drop()
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true })

@@ -1,4 +1,4 @@
-import { ConfigProvider, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, ConfigProvider, Context, Duration, Effect, Layer, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 import { coreOn } from "../../src/app.ts"
 import { Bus } from "../../src/bus/Bus.ts"
@@ -20,6 +20,24 @@ export const T0 = Date.parse("2026-01-01T00:00:00Z")
  * and refresh are a real-time matter, tested on the live clock by the two-runner tests.
  */
 const TEST_CLOCK_TIMINGS = { ...CLUSTER_TIMINGS, shardLockRefreshInterval: "6 hours", shardLockExpiration: "18 hours" } as const
+
+/**
+ * TestClock, with every sleep ending on a whole millisecond, as the live clock reads (`Date.now()`).
+ * TestClock shows a woken sleep's own end as the time while the sleeper runs, so a jittered sleep
+ * (the cluster's retries) put it at T0 + 30,062.5 ms, and an entity writing that reading to a
+ * bigint column died ("invalid input syntax for type bigint"). Restarted after a sleep on this
+ * clock, it missed the deadline's alert when the test had stopped moving the clock (seen as
+ * "5 alerts" where 6 were due, on a loaded machine).
+ */
+export const testClockLayer = Layer.effectContext(Effect.map(Layer.build(TestClock.layer()), (context) => {
+  const clock = Context.get(context, Clock.Clock)
+  // Spread: TestClock.adjust finds its clock as the Clock service, so the wrapper keeps its methods.
+  const wholeMillis: Clock.Clock = {
+    ...clock,
+    sleep: (duration) => clock.sleep(Duration.millis(Math.ceil(Duration.toMillis(duration))))
+  }
+  return Context.add(context, Clock.Clock, wholeMillis)
+}))
 
 /**
  * The core of one process (store, bus in memory, cluster and its entities) on a database: a
@@ -44,19 +62,23 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
 /**
  * Moves TestClock by `total` in steps, letting the cluster's real I/O (SQL) run between them: a
  * single big jump would also expire the cluster's own operation timeouts while a statement is in flight.
- * Each step also waits 10 ms of real time and one round-trip to the store, so the clock goes no
+ * Each step also waits 2 ms of real time and one round-trip to the store, so the clock goes no
  * faster than the store answers (the shard locks are out of reach of the clock: `TEST_CLOCK_TIMINGS`).
  * Steps of 100 ms by default: a deadline's work (a bucket's timer, then the alert it sends through
  * stored messages, read when sent, and on Postgres also every 250 ms of this clock) gets several
- * steps of real time before the test looks for it. Steps of a second took this file from 150 to
- * 112 s but not its CPU (91 s either way), and a run under load once missed an alert after them.
+ * steps of real time before the test looks for it. A step took ~13 ms (the wait 10 ms, SQL 1.4,
+ * the clock's own work 1.4), and deviceBucket.test.ts 163 s; with 2 ms, 80 s (132 s with two
+ * busy loops beside it on two cores, against 197 s). Under that load, 2 ms on the plain TestClock
+ * failed 4 of 21 runs (an alert missed after fractional clock readings, `testClockLayer`; two
+ * waits on Postgres that never ended, with no defect logged); on `testClockLayer`, none of 9.
+ * Steps of a second took this file from 150 to 112 s, and a run under load once missed an alert after them.
  */
 export const advance = (total: Duration.Input, step: Duration.Input = "100 millis") =>
   Effect.gen(function*() {
     const steps = Math.ceil(Duration.toMillis(Duration.fromInputUnsafe(total)) / Duration.toMillis(Duration.fromInputUnsafe(step)))
     for (let i = 0; i < steps; i++) {
       yield* TestClock.adjust(step)
-      yield* TestClock.withLive(Effect.sleep("10 millis"))
+      yield* TestClock.withLive(Effect.sleep("2 millis"))
       yield* query("SELECT 1")
     }
   })
@@ -84,7 +106,7 @@ export const onTestClock = async <A, E>(kind: StoreKind, program: Effect.Effect<
       Effect.gen(function*() {
         yield* TestClock.setTime(T0 - 10_000)
         return yield* Effect.andThen(advance("10 seconds"), program).pipe(Effect.provide(coreLayer(db?.url ?? "memory://")))
-      }).pipe(Effect.provide(TestClock.layer()), Effect.scoped)
+      }).pipe(Effect.provide(testClockLayer), Effect.scoped)
     )
   } finally {
     await db?.drop()
