@@ -201,7 +201,12 @@ export interface Received {
  * The next message on `client` whose topic `matches`. Call before triggering the publish and
  * await after it, so the message cannot be missed.
  */
-export const nextMessage = (client: MqttClient, matches: (topic: string) => boolean = () => true, what = "a message"): Promise<Received> => {
+export const nextMessage = (
+  client: MqttClient,
+  matches: (topic: string) => boolean = () => true,
+  what = "a message",
+  ms = WAIT_MS
+): Promise<Received> => {
   let listener: ((topic: string, payload: Buffer, packet: IPublishPacket) => void) | undefined
   return within(
     new Promise<Received>((resolve) => {
@@ -210,7 +215,8 @@ export const nextMessage = (client: MqttClient, matches: (topic: string) => bool
       }
       client.on("message", listener)
     }),
-    what
+    what,
+    ms
   ).finally(() => {
     if (listener) client.off("message", listener)
   })
