@@ -23,11 +23,11 @@ const TEST_CLOCK_TIMINGS = { ...CLUSTER_TIMINGS, shardLockRefreshInterval: "6 ho
 
 /**
  * TestClock, with every sleep ending on a whole millisecond, as the live clock reads (`Date.now()`).
- * TestClock shows a woken sleep's own end as the time while the sleeper runs, so a jittered sleep
- * (the cluster's retries) put it at T0 + 30,062.5 ms, and an entity writing that reading to a
- * bigint column died ("invalid input syntax for type bigint"). Restarted after a sleep on this
- * clock, it missed the deadline's alert when the test had stopped moving the clock (seen as
- * "5 alerts" where 6 were due, on a loaded machine).
+ * TestClock shows a woken sleep's own end as the time while the sleeper runs, so a sleep of a
+ * fractional length (a jittered schedule's) put it at T0 + 30,062.5 ms, and an entity writing
+ * that reading to a bigint column died ("invalid input syntax for type bigint"). Restarted after
+ * a sleep on this clock, it missed the deadline's alert when the test had stopped moving the
+ * clock (seen as "5 alerts" where 6 were due, on a loaded machine).
  */
 export const testClockLayer = Layer.effectContext(Effect.map(Layer.build(TestClock.layer()), (context) => {
   const clock = Context.get(context, Clock.Clock)
