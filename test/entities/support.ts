@@ -69,7 +69,7 @@ export type Core = Layer.Success<ReturnType<typeof coreLayer>>
  * steps of real time before the test looks for it. A step took ~13 ms (the wait 10 ms, SQL 1.4,
  * the clock's own work 1.4), and deviceBucket.test.ts 163 s; with 2 ms, 80 s (132 s with two
  * busy loops beside it on two cores, against 197 s). Under that load, 2 ms on the plain TestClock
- * failed 4 of 21 runs (an alert missed after fractional clock readings, `testClockLayer`; two
+ * failed 4 of 20 runs (an alert missed after fractional clock readings, `testClockLayer`; two
  * waits on Postgres that never ended, with no defect logged); on `testClockLayer`, none of 9.
  * Steps of a second took this file from 150 to 112 s, and a run under load once missed an alert after them.
  */
