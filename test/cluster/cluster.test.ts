@@ -8,6 +8,7 @@ import { SetupLive } from "../../src/store/setup.ts"
 import { StoreLive } from "../../src/app.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { createPostgresDatabase, type TestDatabase } from "../support/databases.ts"
+import { testClockLayer } from "../support/testClock.ts"
 
 /** A counter entity: the smallest thing that proves messages reach one owner that keeps state. */
 const Add = Rpc.make("Add", { payload: { n: Schema.Number }, success: Schema.Number })
@@ -82,7 +83,7 @@ describe("cluster layer", () => {
     }).pipe(
       Effect.provide(coreWith({ DATABASE_URL: "memory://" }, StoredCounterLive)),
       (answered) => Effect.raceFirst(answered, TestClock.withLive(Effect.andThen(Effect.sleep("20 seconds"), Effect.fail(new Error("the stored message was not answered"))))),
-      Effect.provide(TestClock.layer()),
+      Effect.provide(testClockLayer),
       Effect.scoped
     )
     expect(await Effect.runPromise(program)).toEqual([2, 5])

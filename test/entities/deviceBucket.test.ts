@@ -24,9 +24,9 @@ import {
   onTestClock,
   organisationId,
   query,
-  T0,
-  testClockLayer
+  T0
 } from "./support.ts"
+import { testClockLayer } from "../support/testClock.ts"
 
 const AFTER_S = 30
 

@@ -1,4 +1,4 @@
-import { Clock, ConfigProvider, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { ConfigProvider, Duration, Effect, Layer, Schedule } from "effect"
 import { TestClock } from "effect/testing"
 import { coreOn } from "../../src/app.ts"
 import { Bus } from "../../src/bus/Bus.ts"
@@ -7,6 +7,7 @@ import { newId } from "../../src/domain/ids.ts"
 import { Sql } from "../../src/store/Sql.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY } from "../support/app.ts"
 import { createPostgresDatabase, type StoreKind } from "../support/databases.ts"
+import { testClockLayer } from "../support/testClock.ts"
 
 /** An epoch for TestClock: the cluster compares `deliver_at` with the clock's milliseconds. */
 export const T0 = Date.parse("2026-01-01T00:00:00Z")
@@ -20,24 +21,6 @@ export const T0 = Date.parse("2026-01-01T00:00:00Z")
  * and refresh are a real-time matter, tested on the live clock by the two-runner tests.
  */
 const TEST_CLOCK_TIMINGS = { ...CLUSTER_TIMINGS, shardLockRefreshInterval: "6 hours", shardLockExpiration: "18 hours" } as const
-
-/**
- * TestClock, with every sleep ending on a whole millisecond, as the live clock reads (`Date.now()`).
- * TestClock shows a woken sleep's own end as the time while the sleeper runs, so a sleep of a
- * fractional length (a jittered schedule's) put it at T0 + 30,062.5 ms, and an entity writing
- * that reading to a bigint column died ("invalid input syntax for type bigint"). Restarted after
- * a sleep on this clock, it missed the deadline's alert when the test had stopped moving the
- * clock (seen as "5 alerts" where 6 were due, on a loaded machine).
- */
-export const testClockLayer = Layer.effectContext(Effect.map(Layer.build(TestClock.layer()), (context) => {
-  const clock = Context.get(context, Clock.Clock)
-  // Spread: TestClock.adjust finds its clock as the Clock service, so the wrapper keeps its methods.
-  const wholeMillis: Clock.Clock = {
-    ...clock,
-    sleep: (duration) => clock.sleep(Duration.millis(Math.ceil(Duration.toMillis(duration))))
-  }
-  return Context.add(context, Clock.Clock, wholeMillis)
-}))
 
 /**
  * The core of one process (store, bus in memory, cluster and its entities) on a database: a
