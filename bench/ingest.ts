@@ -135,8 +135,8 @@ const settings = {
    * They are the run's own start: at those moments every process of the run, the idle `npm`
    * parent included, fired a 1 ms timer 4-23 ms late, and the machine's page faults went from ~15
    * to ~400 per 50 ms. In two runs of the bench by `tsx` alone, without `npm` above it, the first
-   * never came and the second came once, smaller (115 sends, worst 9.6 ms). With 5 s of warm-up
-   * neither falls in the window (three runs).
+   * never came and the second came once, smaller (54 and 61 sends, worst 9.6 ms). With 5 s of
+   * warm-up neither falls in the window (four runs).
    */
   warmupSeconds: intSetting("BENCH_WARMUP", 5, 0),
   devices: intSetting("BENCH_DEVICES", 1000, 1),
