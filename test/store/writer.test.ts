@@ -129,28 +129,34 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
       transaction: (f) => slow(sql.transaction(f)),
       script: (steps) => slow(sql.script(steps))
     }
+    // Spacing of 300 ms, so that "held until 300 ms after the last start" (loaded) stands well apart
+    // from "at once" (not loaded) even on a busy machine: with 100 ms and a bound of 50, a batch
+    // written at once was seen to start 72 ms after the one before it in CI (its commit, slowed).
+    const spacing = 300
     const starts: Array<number> = []
-    const writer = makeWriter(slowed, { flushEveryMs: 100, onBatch: () => starts.push(performance.now()) })
+    const writer = makeWriter(slowed, { flushEveryMs: spacing, onBatch: () => starts.push(performance.now()) })
     const write = (i: number) => Effect.runPromise(writer.service.write(event(8_000 + i)))
     const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-    // A writer starts as if loaded; two batches a second apart (gaps beyond 2 × flushEveryMs) calm it.
+    // A writer starts as if loaded. Two batches far apart calm it: the mean gap between starts
+    // (each gap counted up to 10 × spacing, averaged over ~8) must reach 2 × spacing, which after a
+    // first batch takes a second one more than 7.25 × spacing later.
     await write(0)
-    await pause(1_000)
+    await pause(8 * spacing)
     await write(1)
-    await pause(1_000)
+    await pause(8 * spacing)
     const answered: Array<string> = []
     const first = write(2).then(() => answered.push("first"))
     await pause(3)
     const second = write(3).then(() => answered.push("second"))
     await Promise.all([first, second])
     expect(answered).toEqual(["first", "second"])
-    // Loaded, the second would have waited for the first's commit and then until 100 ms after its start.
+    // Loaded, the second would have waited for the first's commit and then until `spacing` after its start.
     expect(starts.length).toBe(4)
-    expect(starts[3] - starts[2]).toBeLessThan(50)
-    // And the next, right after them, is not held until 100 ms after the last start either.
+    expect(starts[3] - starts[2]).toBeLessThan(spacing / 2)
+    // And the next, right after them, is not held until `spacing` after the last start either.
     await write(4)
     expect(starts.length).toBe(5)
-    expect(starts[4] - starts[3]).toBeLessThan(50)
+    expect(starts[4] - starts[3]).toBeLessThan(spacing / 2)
     expect(await count("events WHERE timestamp >= 8000 AND timestamp < 9000")).toBe(5)
   })
 
