@@ -2,7 +2,7 @@ import { serve } from "@hono/node-server"
 import { Effect, Layer } from "effect"
 import { ServerResponse } from "node:http"
 import { createServer as createHttpsServer } from "node:https"
-import type { AddressInfo } from "node:net"
+import type { AddressInfo, Socket } from "node:net"
 import type { Duplex } from "node:stream"
 import { printable } from "../logLine.ts"
 import { errorBody } from "./errors.ts"
@@ -42,6 +42,27 @@ const parserRefusal = (error: ParserError): { status: number; reason: string; co
       return undefined
     default:
       return { status: 400, reason: "Bad Request", code: "invalid_request", message: "malformed HTTP request" }
+  }
+}
+
+/**
+ * Node closes a connection whose answer says `connection: close` with `destroySoon`: it ends
+ * its side, then destroys the socket as soon as that end is written. A peer still sending the
+ * body of a refused request (a 413, or a 401 before the body was read) then meets a reset: its
+ * write fails (EPIPE) and it may never read the answer. Here the connection is ended, then read
+ * on and discarded until the peer closes it too, for at most `LINGER_MS`: the answer reaches a
+ * peer that finishes its upload first, as with `onClientError`'s refusals.
+ */
+const lingerOnClose = (socket: Socket) => {
+  socket.destroySoon = () => {
+    socket.end()
+    socket.resume()
+    const drop = setTimeout(() => socket.destroy(), LINGER_MS)
+    drop.unref()
+    socket.once("end", () => {
+      clearTimeout(drop)
+      socket.destroy()
+    })
   }
 }
 
@@ -88,6 +109,8 @@ export const NodeHttpListener = Layer.succeed(HttpListener, {
           const onError = (err: unknown) => resume(Effect.fail(listenFailure(options, err)))
           server.once("error", onError)
           server.on("clientError", onClientError)
+          // Every connection, plain or TLS (for TLS, the socket its requests are read from).
+          server.on(options.tls === undefined ? "connection" : "secureConnection", lingerOnClose)
         }),
         ({ server }) =>
           Effect.callback<void>((resume) => {
