@@ -46,24 +46,31 @@ const parserRefusal = (error: ParserError): { status: number; reason: string; co
 }
 
 /**
+ * Ends a refused connection (with `last`, an answer written raw), then reads on and discards
+ * until the peer closes it too, for at most `LINGER_MS`: a peer still sending (the body of a
+ * refused request) gets to read the answer instead of meeting a reset.
+ */
+const linger = (socket: Duplex, last?: string) => {
+  if (last === undefined) socket.end()
+  else socket.end(last)
+  socket.resume()
+  const drop = setTimeout(() => socket.destroy(), LINGER_MS)
+  drop.unref()
+  socket.once("end", () => {
+    clearTimeout(drop)
+    socket.destroy()
+  })
+}
+
+/**
  * Node closes a connection whose answer says `connection: close` with `destroySoon`: it ends
  * its side, then destroys the socket as soon as that end is written. A peer still sending the
  * body of a refused request (a 413, or a 401 before the body was read) then meets a reset: its
- * write fails (EPIPE) and it may never read the answer. Here the connection is ended, then read
- * on and discarded until the peer closes it too, for at most `LINGER_MS`: the answer reaches a
- * peer that finishes its upload first, as with `onClientError`'s refusals.
+ * write fails (EPIPE) and it may never read the answer. Such connections `linger` instead, as
+ * `onClientError`'s refusals do.
  */
 const lingerOnClose = (socket: Socket) => {
-  socket.destroySoon = () => {
-    socket.end()
-    socket.resume()
-    const drop = setTimeout(() => socket.destroy(), LINGER_MS)
-    drop.unref()
-    socket.once("end", () => {
-      clearTimeout(drop)
-      socket.destroy()
-    })
-  }
+  socket.destroySoon = () => linger(socket)
 }
 
 /** `HttpListener` on Node's http (or https) module through `@hono/node-server`. */
@@ -80,14 +87,12 @@ export const NodeHttpListener = Layer.succeed(HttpListener, {
         const address = "remoteAddress" in socket ? String(socket.remoteAddress) : "unknown"
         log(`http request from ${address} refused ${refusal.status} ${refusal.code}: ${refusal.message}`)
         const body = JSON.stringify(errorBody(refusal.status, refusal.code, refusal.message))
-        const answer = () => {
-          socket.end(
+        const answer = () =>
+          linger(
+            socket,
             `HTTP/1.1 ${refusal.status} ${refusal.reason}\r\ncontent-type: application/json\r\n` +
               `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
           )
-          socket.resume()
-          setTimeout(() => socket.destroy(), LINGER_MS).unref()
-        }
         // Bytes after a request that declared no body (`DELETE` with one and no length) are read
         // as the next request: its refusal goes after the answer to the first, not into it.
         const inFlight = "_httpMessage" in socket ? socket._httpMessage : undefined
