@@ -87,12 +87,12 @@ export const observeCommit = (seconds: number) => add(commitSeconds, seconds)
 
 const maintenanceSeconds = histogram(
   "voltaic_store_maintenance_seconds",
-  "PGlite's own VACUUM and ANALYZE statements, by action (it has no autovacuum); each holds the embedded store's other statements for its length",
+  "PGlite's own VACUUM, ANALYZE and CHECKPOINT statements, by action (it has no autovacuum and no checkpointer); each holds the embedded store's other statements for its length",
   SECONDS,
   ["action"]
 )
 
-export const observeMaintenance = (action: "vacuum" | "analyze", seconds: number) => add(maintenanceSeconds(action), seconds)
+export const observeMaintenance = (action: "vacuum" | "analyze" | "checkpoint", seconds: number) => add(maintenanceSeconds(action), seconds)
 
 // HTTP -----------------------------------------------------------------------------------
 

@@ -2,7 +2,7 @@ import { Context, Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { scrape } from "../../src/metrics.ts"
-import { INSERTS_PER_VACUUM, maintainOnce, pgliteMaintenance } from "../../src/store/maintenance.ts"
+import { checkpointIfDue, checkpointRule, INSERTS_PER_VACUUM, maintainOnce, pgliteMaintenance, walPosition } from "../../src/store/maintenance.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { touchDevices } from "../../src/store/devices.ts"
 import { Sql, type SqlClient, SqlError } from "../../src/store/Sql.ts"
@@ -149,6 +149,81 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
       while ((await stats("beat")).vacuums === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
       expect(plans).toBeGreaterThanOrEqual(2)
       expect(await stats("beat")).toMatchObject({ dead: 0, vacuums: 1 })
+    } finally {
+      await run(Fiber.interrupt(fiber))
+    }
+  })
+})
+
+describe("the embedded database's checkpoints (PGlite has no checkpointer)", () => {
+  let sql: SqlClient
+  let close: () => Promise<void>
+  beforeAll(async () => {
+    ;({ sql, close } = await openStore("pglite"))
+  })
+  afterAll(() => close())
+
+  const redo = async () =>
+    (await run(sql.query<{ file: string }>("SELECT pg_walfile_name(redo_lsn) AS file FROM pg_control_checkpoint()")))[0].file
+  const segments = async () =>
+    (await run(sql.query<{ name: string }>("SELECT name FROM pg_ls_waldir() WHERE name ~ '^[0-9A-F]{24}$' ORDER BY name"))).map((r) => r.name)
+  /** ~`mb` MB of WAL: rows of 1,000 characters. */
+  const writeWal = (mb: number) => run(sql.exec(`CREATE TABLE IF NOT EXISTS filler (v text);
+    INSERT INTO filler SELECT repeat(md5(g::text), 32) FROM generate_series(1, ${mb * 1000}) g`))
+
+  it("follows Postgres's checkpointer: its settings give the WAL size and the time that start one", async () => {
+    // Postgres's defaults: max_wal_size 1 GB over (1 + checkpoint_completion_target 0.9), checkpoint_timeout 5 min.
+    const rule = await run(checkpointRule(sql))
+    expect(rule.walBytes).toBeCloseTo((1024 * 1024 * 1024) / 1.9, -3)
+    expect(rule.everyMs).toBe(300_000)
+  })
+
+  it("checkpoints once the WAL since the redo point reaches the rule's size, and the segments before it go", async () => {
+    const rule = { walBytes: 16 * 1024 * 1024, everyMs: 60_000 }
+    const state = { at: 0, lsn: (await run(walPosition(sql))).lsn }
+    // Left alone, the redo point stays where the store opened and every segment since is kept.
+    const before = await redo()
+    await writeWal(40)
+    expect(await redo()).toBe(before)
+    const kept = await segments()
+    expect(kept.filter((name) => name >= before).length).toBeGreaterThanOrEqual(3)
+
+    const done = await run(checkpointIfDue(sql, rule, state, 0))
+    expect(done).toMatchObject({ cause: "wal" })
+    expect(done!.walBytes).toBeGreaterThanOrEqual(rule.walBytes)
+    const after = await redo()
+    expect(after > before).toBe(true)
+    // Segments before the new redo point were there and are gone (recycled ones take later names).
+    expect(kept.some((name) => name < after)).toBe(true)
+    expect((await segments()).every((name) => name >= after)).toBe(true)
+    expect(scrape()).toMatch(/^voltaic_store_maintenance_seconds_count\{action="checkpoint"\} [1-9]/m)
+    // Nothing more is due right after it.
+    expect(await run(checkpointIfDue(sql, rule, state, 0))).toBeUndefined()
+  })
+
+  it("checkpoints after the rule's time only if WAL was written since the last one", async () => {
+    const rule = { walBytes: 1024 * 1024 * 1024, everyMs: 60_000 }
+    const state = { at: 0, lsn: "" }
+    await writeWal(1)
+    expect(await run(checkpointIfDue(sql, rule, state, 60_000))).toMatchObject({ cause: "time" })
+    const after = await redo()
+    // Time again, nothing written: nothing to do.
+    expect(await run(checkpointIfDue(sql, rule, state, 120_000))).toBeUndefined()
+    expect(await redo()).toBe(after)
+    // A write, but before the time: nothing yet; at the time: a checkpoint.
+    await run(sql.exec("INSERT INTO filler VALUES ('one more')"))
+    expect(await run(checkpointIfDue(sql, rule, state, 119_999))).toBeUndefined()
+    expect(await run(checkpointIfDue(sql, rule, state, 120_000))).toMatchObject({ cause: "time" })
+  })
+
+  it("checkpoints from the store's maintenance fiber", async () => {
+    const before = await redo()
+    await writeWal(20)
+    const fiber = Effect.runFork(pgliteMaintenance(sql, "1 hour", "20 millis", { walBytes: 16 * 1024 * 1024, everyMs: 3_600_000 }))
+    try {
+      const deadline = Date.now() + 20_000
+      while ((await redo()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+      expect(await redo() > before).toBe(true)
     } finally {
       await run(Fiber.interrupt(fiber))
     }
