@@ -105,7 +105,7 @@ export const maintainOnce = (sql: SqlClient, pass: Pass = "full"): Effect.Effect
  * has gone by and WAL was written since. A checkpoint then recycles or removes the segments
  * before its redo point, as Postgres's does. It is immediate, not spread over the interval as the
  * checkpointer's is: it holds the store's other statements while it writes the dirty buffers and
- * syncs the files they belong to (200-260 ms after 300,000 to 1,800,000 new events, on disk).
+ * syncs the files they belong to (0.2-0.3 s after 500,000 to 2,000,000 new events, on disk).
  */
 export interface CheckpointRule {
   /** The WAL since the last checkpoint's redo point that starts one. */
