@@ -267,6 +267,60 @@ export const awaitQuiet = async (maxCores: number, limitMs: number): Promise<num
   }
 }
 
+/** What the stall probe saw in a window. */
+export interface Stalls {
+  /** Wake-ups `STALL_COUNTED_MS` or more late. */
+  readonly count: number
+  /** The latest wake-up's lateness, ms (0: none reported). */
+  readonly longestMs: number
+  /** The share of the window's time the probe was late by 2 ms or more, in %. */
+  readonly stalledPercent: number
+}
+
+/** A stall the tables count: a wake-up at least this late, ms. */
+export const STALL_COUNTED_MS = 5
+
+/** Table columns for `stallCells`. */
+export const STALL_COLUMNS = [`stalls ≥ ${STALL_COUNTED_MS} ms`, "longest stall ms", "stalled %"]
+
+export const stallCells = (s: Stalls | undefined): Array<string> =>
+  s === undefined ? ["–", "–", "–"] : [String(s.count), s.longestMs.toFixed(1), s.stalledPercent.toFixed(2)]
+
+export interface StallProbe {
+  /** The stalls due between `from` and `to` (epoch ms). */
+  within(from: number, to: number): Stalls
+  close(): Promise<void>
+}
+
+/**
+ * Starts `bench/stall-probe.ts`, a process that wakes every millisecond and reports each late
+ * wake-up: the machine's own stalls, measured beside a case as its peer is.
+ */
+export const startStallProbe = async (root: string): Promise<StallProbe> => {
+  const seen: Array<readonly [number, number]> = []
+  const child = start("stall probe", process.execPath, ["--import", "tsx", "bench/stall-probe.ts"], {
+    cwd: root,
+    env: process.env,
+    onLine: (line) => {
+      const [at, late] = line.split(" ").map(Number)
+      if (Number.isFinite(at) && Number.isFinite(late)) seen.push([at, late])
+    }
+  })
+  await child.waitForLine(/^READY$/, 30_000)
+  return {
+    within: (from, to) => {
+      const inWindow = seen.filter(([at]) => at >= from && at < to)
+      const lost = inWindow.reduce((sum, [, late]) => sum + late, 0)
+      return {
+        count: inWindow.filter(([, late]) => late >= STALL_COUNTED_MS).length,
+        longestMs: inWindow.reduce((longest, [, late]) => Math.max(longest, late), 0),
+        stalledPercent: to > from ? (100 * lost) / (to - from) : Number.NaN
+      }
+    },
+    close: () => stop(child)
+  }
+}
+
 /** Resident memory of a process in KiB (VmRSS), NaN when unreadable. */
 export const rssKiB = (pid: number | undefined): number => {
   if (pid === undefined) return Number.NaN

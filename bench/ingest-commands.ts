@@ -13,7 +13,20 @@
 import { readFileSync, rmSync } from "node:fs"
 import { cpus, tmpdir } from "node:os"
 import { join } from "node:path"
-import { machineCores, machineTicks, onShutdown, parallel, percentile, postgresCpuSeconds, processCpuSeconds, start, stop } from "./harness.ts"
+import {
+  machineCores,
+  machineTicks,
+  onShutdown,
+  parallel,
+  percentile,
+  postgresCpuSeconds,
+  processCpuSeconds,
+  STALL_COLUMNS,
+  stallCells,
+  type Stalls,
+  start,
+  stop
+} from "./harness.ts"
 import type { CommandsLoadResult } from "./commands-load.ts"
 
 export const COMMAND_SLUG = "bench-ping"
@@ -43,6 +56,8 @@ export interface CommandCase {
   readonly answerP99: number
   /** Cores used in the measured window: the server process, Postgres (its shared processes and this database's backends), the load process, the machine. */
   readonly cpu: { readonly server: number; readonly postgres: number; readonly loadgen: number; readonly machine: number }
+  /** What the stall probe saw in the measured window. */
+  readonly stalls: Stalls | undefined
 }
 
 /** A command with the bench's slug on every device (one that exists already is kept). */
@@ -77,6 +92,8 @@ export const runCommandCase = async (options: {
   readonly serverPid: number | undefined
   /** The Postgres database the server uses, for its CPU; undefined without Postgres. */
   readonly database: string | undefined
+  /** The machine's stalls between two epoch times (`startStallProbe`); undefined: not probed. */
+  readonly stalls: ((from: number, to: number) => Stalls) | undefined
 }): Promise<CommandCase> => {
   const resultFile = join(tmpdir(), `voltaic-commands-${process.pid}-${Date.now()}.json`)
   const load = start("commands load", process.execPath, ["--import", "tsx", "bench/commands-load.ts"], { cwd: options.root, env: process.env })
@@ -101,6 +118,7 @@ export const runCommandCase = async (options: {
     resultLine.catch(() => undefined)
     const reading = () => ({
       at: performance.now(),
+      epoch: Date.now(),
       server: processCpuSeconds(options.serverPid),
       postgres: options.database === undefined ? Number.NaN : postgresCpuSeconds(options.database),
       loadgen: processCpuSeconds(load.process.pid),
@@ -133,7 +151,8 @@ export const runCommandCase = async (options: {
       max: result.latencyMs.at(-1) ?? Number.NaN,
       answerP50: result.answerMs.length === 0 ? Number.NaN : percentile(result.answerMs, 50),
       answerP99: result.answerMs.length === 0 ? Number.NaN : percentile(result.answerMs, 99),
-      cpu
+      cpu,
+      stalls: options.stalls?.(before.epoch, after.epoch)
     }
   } finally {
     rmSync(resultFile, { force: true })
@@ -150,7 +169,7 @@ const peerOf = (cases: ReadonlyArray<CommandCase>) => cases.find((c) => c.ceilin
 export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
   const peer = peerOf(cases)
   return {
-    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`, "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU"],
+    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`, "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS],
     numericFrom: 2,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
@@ -166,7 +185,8 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
       cores(c.cpu.server),
       cores(c.cpu.postgres),
       cores(c.cpu.loadgen),
-      `${cores(c.cpu.machine)}/${cpus().length}`
+      `${cores(c.cpu.machine)}/${cpus().length}`,
+      ...stallCells(c.stalls)
     ])
   }
 }

@@ -49,6 +49,9 @@
  * BENCH_LATENCY_DUMP (a path prefix: the latency and command cases write each timed delivery's send time,
  * epoch ms, and latency, ms, to `<prefix>-<target>-<case>.json` as `{"samples": [[sent, ms], …]}`, to find
  * what a tail is made of: whole bursts or single events, when, and what else happened then).
+ *
+ * The latency and command cases also run a stall probe (`bench/stall-probe.ts`): the machine's own
+ * stalls in each window, beside the tail measured in it.
  */
 import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -76,7 +79,13 @@ import {
   serverNodeFlags,
   sleep,
   sleepUntil,
+  STALL_COLUMNS,
+  STALL_COUNTED_MS,
+  stallCells,
+  type StallProbe,
+  type Stalls,
   start,
+  startStallProbe,
   stop,
   udpCounters,
   utcDate,
@@ -528,7 +537,12 @@ interface CpuWindow {
   readonly machine: number
   /** Machine minus the above: other work on the machine (tests…) and kernel time nobody is charged for. */
   readonly other: number
+  /** What the stall probe saw in the window. */
+  readonly stalls: Stalls | undefined
 }
+
+/** The machine's stalls (`bench/stall-probe.ts`), running for the whole bench. */
+let stallProbe: StallProbe | undefined
 
 /** Samples CPU at the window's start and end (epoch ms) for the broker, Postgres, the load processes and the machine. */
 const sampleCpu = async (target: Target, loads: ReadonlyArray<Child>, windowStart: number, windowEnd: number): Promise<CpuWindow> => {
@@ -549,7 +563,14 @@ const sampleCpu = async (target: Target, loads: ReadonlyArray<Child>, windowStar
   const pg = pg0 === undefined || pg1 === undefined ? undefined : (pg1 - pg0) / seconds
   const load = (load1 - load0) / seconds
   const machineBusy = machineCores(machine0, machine1)
-  return { server, postgres: pg, load, machine: machineBusy, other: Math.max(0, machineBusy - server - (pg ?? 0) - load) }
+  return {
+    server,
+    postgres: pg,
+    load,
+    machine: machineBusy,
+    other: Math.max(0, machineBusy - server - (pg ?? 0) - load),
+    stalls: stallProbe?.within(windowStart, windowEnd)
+  }
 }
 
 interface PublishRun {
@@ -915,7 +936,7 @@ const throughputTable = (cases: ReadonlyArray<ThroughputCase>): Table => {
 const latencyTable = (cases: ReadonlyArray<LatencyCase>): Table => {
   const p99Of = (target: string) => cases.find((c) => c.target === target)?.latency.p99
   return {
-    columns: ["target", "sent/s", "sent", "delivered", "lost", "skipped", "p50 ms", "p90 ms", "p99 ms", "max ms", "PUBACK p99 ms", "p99 vs aedes", "p99 vs Mosquitto", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU"],
+    columns: ["target", "sent/s", "sent", "delivered", "lost", "skipped", "p50 ms", "p90 ms", "p99 ms", "max ms", "PUBACK p99 ms", "p99 vs aedes", "p99 vs Mosquitto", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU", ...STALL_COLUMNS],
     numericFrom: 1,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
@@ -931,7 +952,8 @@ const latencyTable = (cases: ReadonlyArray<LatencyCase>): Table => {
       settings.latencyQos === 1 ? ms(c.ack.p99) : "–",
       c.ceiling ? "–" : ratio(c.latency.p99, p99Of("bare aedes")),
       c.ceiling ? "–" : ratio(c.latency.p99, p99Of("Mosquitto")),
-      ...cpuCells(c.cpu)
+      ...cpuCells(c.cpu),
+      ...stallCells(c.cpu.stalls)
     ])
   }
 }
@@ -1109,6 +1131,10 @@ aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker
   \`postgres\` processes and the backends of the benchmark's database, loadgen = the load processes, other = machine − those (other work on the machine, unattributed kernel
   time), machine = every process. Before each case the benchmark writes the disk's dirty pages out (\`sync\`: the earlier cases' writes, which the kernel
   would write back 30 s later, holding every commit's sync meanwhile) and waits up to ${settings.quietWaitMs / 1000} s for the machine to be nearly idle.
+- Stall columns (latency and command cases): a bystander process (\`bench/stall-probe.ts\`, ~0.03 core) wakes every millisecond for the
+  whole run; "stalls ≥ ${STALL_COUNTED_MS} ms" counts its wake-ups that came that late within the case's window, "stalled %" is the share of the
+  window it lost to wake-ups 2 ms or more late. It waits on nothing of the server's, so its stalls are the machine's: cores taken by
+  the case's own processes or by others, or (in a VM) its virtual CPUs not run. A tail of a few milliseconds is read beside them.
 
 ### Memory with ${int(settings.idleConnections)} idle MQTT connections
 
@@ -1142,6 +1168,11 @@ const main = async () => {
   )
   const results: Results = { throughput: [], commands: [], latency: [], idle: [], skipped: [], failures: [] }
   const has = (c: (typeof CASES)[number]) => settings.cases.includes(c)
+  if (has("latency") || has("commands")) {
+    const probe = await startStallProbe(root)
+    stallProbe = probe
+    onShutdown(() => probe.close())
+  }
   for (const name of settings.targets) {
     process.stdout.write(`${name}: starting${name === "aedes" || name === "mosquitto" ? "" : ` and seeding ${settings.devices} devices`}… `)
     const started = Date.now()
@@ -1183,7 +1214,8 @@ const main = async () => {
           clientPrefix: `vb${RUN}-cmd-${via}`,
           dumpFile: dumpFile(t.name, `commands-${via}`),
           serverPid: t.pid,
-          database: t.database
+          database: t.database,
+          stalls: stallProbe === undefined ? undefined : stallProbe.within
         })
         console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
         results.commands.push(c)

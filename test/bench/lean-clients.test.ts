@@ -84,6 +84,35 @@ describe("bench/lean-http.ts", () => {
     expect(queued).toEqual({ status: 200 })
     expect(await post(client, "/x", "{}")).toEqual({ status: 200 })
   })
+
+  it("does not reuse a connection idle for a second less than the server's announced keep-alive timeout", async () => {
+    const sockets: Array<Socket> = []
+    const ended: Array<Socket> = []
+    const server = createHttpServer((req, res) => {
+      req.resume()
+      req.on("end", () => res.writeHead(200, { "content-length": "0" }).end())
+    })
+    // Announced as `keep-alive: timeout=2`: a connection is used while idle under 1 s.
+    server.keepAliveTimeout = 2_000
+    server.on("connection", (socket: Socket) => {
+      sockets.push(socket)
+      socket.on("end", () => ended.push(socket))
+    })
+    const port = await listen(server)
+    closing.push(() => server.close())
+    const client = new LeanHttpClient(`http://127.0.0.1:${port}`, 4)
+    closing.push(() => client.close())
+    expect(await post(client, "/a", "{}")).toEqual({ status: 200 })
+    await new Promise((resolve) => setTimeout(resolve, 200))
+    expect(await post(client, "/b", "{}")).toEqual({ status: 200 })
+    expect(sockets.length).toBe(1)
+    // Idle 1.3 s: within the server's 2 s, but past the client's margin; the client closes it itself.
+    await new Promise((resolve) => setTimeout(resolve, 1_300))
+    expect(await post(client, "/c", "{}")).toEqual({ status: 200 })
+    expect(sockets.length).toBe(2)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    expect(ended).toEqual([sockets[0]])
+  })
 })
 
 describe("bench/lean-mqtt.ts subscribing", () => {
