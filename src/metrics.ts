@@ -87,7 +87,7 @@ export const observeCommit = (seconds: number) => add(commitSeconds, seconds)
 
 const maintenanceSeconds = histogram(
   "voltaic_store_maintenance_seconds",
-  "PGlite's own VACUUM, ANALYZE and CHECKPOINT statements, by action (it has no autovacuum and no checkpointer); each holds the embedded store's other statements for its length",
+  "PGlite's own VACUUM, ANALYZE and CHECKPOINT statements, by action (it has no autovacuum and no checkpointer), timed from the request to the answer (the statement, and any wait behind the one in progress); each holds the embedded store's other statements while it runs",
   SECONDS,
   ["action"]
 )
