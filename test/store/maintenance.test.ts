@@ -268,7 +268,7 @@ describe("every embedded store", () => {
   })
 })
 
-describe.each(STORE_KINDS)("the storage settings of migrations 0015 and 0017 on %s", (kind) => {
+describe.each(STORE_KINDS)("the storage settings of migrations 0015, 0017 and 0018 on %s", (kind) => {
   let sql: SqlClient
   let close: () => Promise<void>
   beforeAll(async () => {
@@ -352,5 +352,73 @@ describe.each(STORE_KINDS)("the storage settings of migrations 0015 and 0017 on 
     await run(sql.exec(`ALTER TABLE events ${targets.map((t) => `ALTER COLUMN ${t.attname} SET STATISTICS -1`).join(", ")}; ANALYZE events;`))
     expect(await plans()).toEqual(atMigrated)
     expect(atMigrated[0]).toMatch(/events_device_(name_)?time/)
+  })
+
+  it("migration 0018: command runs', locations' and energy readings' statistics only for the columns read by, and GET /locations keeps the default's plans", async () => {
+    await run(sql.exec(`
+      INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_sl', 'sl', 1, 1);
+      INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at)
+        SELECT 'dev_sl' || g, 'org_sl', 'hash-sl-' || g, 'device ' || g, 1, 1 FROM generate_series(1, 20) g;
+      INSERT INTO commands (id, organisation_id, device_id, name, slug, created_at, updated_at)
+        SELECT 'cmd_sl' || g, 'org_sl', 'dev_sl' || g, 'ping', 'ping', 1, 1 FROM generate_series(1, 20) g;
+      INSERT INTO command_runs (id, organisation_id, command_id, device_id, data, timestamp, protocol)
+        SELECT 'run_sl' || lpad(g::text, 6, '0'), 'org_sl', 'cmd_sl' || (g % 20 + 1), 'dev_sl' || (g % 20 + 1), jsonb_build_object('n', g), 1700000000000 + g, 'mqtt'
+        FROM generate_series(1, 20000) g;
+      INSERT INTO locations (id, organisation_id, device_id, latitude, longitude, altitude, timestamp, received_at, protocol)
+        SELECT 'loc_sl' || lpad(g::text, 6, '0'), 'org_sl', 'dev_sl' || (g % 20 + 1), 52 + (g % 1000) / 1000.0, 4 + (g % 700) / 1000.0, NULL,
+          1700000000000 + g, 1700000000000 + g, 'mqtt'
+        FROM generate_series(1, 60000) g;
+      INSERT INTO energy_series (organisation_id, kind, level, space_id, device_id, source, flow)
+        SELECT 'org_sl', 'electricity', 'device', '', 'dev_sl' || g, 'grid', 'import' FROM generate_series(1, 20) g;
+      INSERT INTO energy_readings (timestamp, series_id, quantity)
+        SELECT 1700000000000 + g * 1000, s.id, (g % 97) / 10.0 FROM generate_series(1, 1000) g, energy_series s WHERE s.organisation_id = 'org_sl';
+      ANALYZE command_runs;
+      ANALYZE locations;
+      ANALYZE energy_readings;
+    `))
+    const stats = async (table: string) =>
+      await run(sql.query<{ attname: string; buckets: number | null; common: number | null }>(
+        `SELECT attname, array_length(histogram_bounds::text::text[], 1) AS buckets, array_length(most_common_vals::text::text[], 1) AS common
+           FROM pg_stats WHERE tablename = $1 ORDER BY attname`,
+        [table]
+      ))
+    const runs = await stats("command_runs")
+    expect(runs.map((c) => c.attname)).toEqual(["command_id", "device_id", "organisation_id", "timestamp"])
+    const locations = await stats("locations")
+    expect(locations.map((c) => c.attname)).toEqual(["device_id", "organisation_id", "timestamp"])
+    // A target of 10: at most 11 histogram bounds and 10 common values.
+    for (const c of [...runs, ...locations]) {
+      expect(c.buckets ?? 0).toBeLessThanOrEqual(11)
+      expect(c.common ?? 0).toBeLessThanOrEqual(10)
+    }
+    expect(Math.max(...locations.map((c) => c.buckets ?? 0))).toBeGreaterThan(1)
+    const readings = await stats("energy_readings")
+    expect(readings.map((c) => c.attname)).toEqual(["series_id", "timestamp"])
+    // Read by series and time range on 100 million rows: the default target (up to 101 bounds) stays.
+    expect(readings.find((c) => c.attname === "timestamp")?.buckets).toBeGreaterThan(11)
+
+    const queries = [
+      "SELECT l.id FROM locations l WHERE l.organisation_id = 'org_sl' AND l.device_id = 'dev_sl7' ORDER BY l.timestamp DESC, l.id DESC LIMIT 101",
+      "SELECT l.id FROM locations l WHERE l.organisation_id = 'org_sl' AND l.device_id = 'dev_sl7' AND l.timestamp > 1700000010000 ORDER BY l.timestamp, l.id LIMIT 101",
+      "SELECT count(*) FROM locations l WHERE l.organisation_id = 'org_sl' AND l.device_id = 'dev_sl7'",
+      "DELETE FROM command_runs WHERE command_id = 'cmd_sl3'"
+    ]
+    const plans = async () => {
+      const out: Array<string> = []
+      for (const query of queries) {
+        out.push((await run(sql.query<Record<string, string>>(`EXPLAIN (COSTS OFF) ${query}`))).map((row) => Object.values(row)[0]).join("\n"))
+      }
+      return out
+    }
+    const atMigrated = await plans()
+    const reset = (table: string, columns: ReadonlyArray<string>) =>
+      `ALTER TABLE ${table} ${columns.map((c) => `ALTER COLUMN ${c} SET STATISTICS -1`).join(", ")}; ANALYZE ${table};`
+    await run(sql.exec(
+      reset("locations", ["id", "latitude", "longitude", "altitude", "received_at", "protocol", "organisation_id", "device_id", "timestamp"]) +
+        reset("command_runs", ["id", "data", "protocol", "organisation_id", "command_id", "device_id", "timestamp"])
+    ))
+    expect(await plans()).toEqual(atMigrated)
+    expect(atMigrated[0]).toMatch(/locations_device_time/)
+    expect(atMigrated[3]).toMatch(/command_runs_command_time/)
   })
 })
