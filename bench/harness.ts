@@ -417,7 +417,7 @@ export const voltaicEnv = (host: string, appKey: string, store: string | { reado
     MQTT_PORT: "0",
     MQTT_WS_PORT: "0",
     COAP_PORT: "0",
-    LOG_LEVEL: "info",
+    LOG_LEVEL: process.env.BENCH_SERVER_LOG_LEVEL ?? "info",
     BOOTSTRAP_APP_KEY: appKey
   }
   delete env.NATS_URL

@@ -41,7 +41,8 @@
  * directory: run the Voltaic servers with `--cpu-prof` into it), BENCH_ENTRY (src/main.ts),
  * BENCH_SERVER_NODE_ARGS (extra node flags for the Voltaic servers, e.g. `--max-semi-space-size=64`),
  * BENCH_SERVER_LOG (a file: append the Voltaic servers' stdout to it, e.g. with `--trace-gc` in
- * BENCH_SERVER_NODE_ARGS), BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
+ * BENCH_SERVER_NODE_ARGS), BENCH_SERVER_LOG_LEVEL (info: the servers' LOG_LEVEL; debug logs PGlite's
+ * vacuums, analyses and checkpoints with their times), BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
  * BENCH_LOAD_CLIENT (lean: MQTT publishers on bench/lean-mqtt.ts; mqtt.js: on the mqtt package),
  * BENCH_HTTP_CLIENT (lean: the command case's REST sender on bench/lean-http.ts; node:http),
  * BENCH_PEER (a checkout of an earlier commit: the target `peer`, on by default then, runs that
