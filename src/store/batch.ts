@@ -66,6 +66,15 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
   SELECT u.id, u.org, u.cmd, u.dev, u.data::jsonb, u.ts, u.proto
   FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], $7::text[]) AS u(id, org, cmd, dev, data, ts, proto)`
 
+/**
+ * `INSERT_RUNS` for PGlite: the runs as one JSON document (`runsDocument`), a text parameter, so
+ * that the statement is run prepared (`SqlClient.write`): PGlite's `query` would parse and plan it
+ * at every batch, and a batch of command runs is usually a few.
+ */
+const INSERT_RUNS_DOCUMENT = `INSERT INTO command_runs (id, organisation_id, command_id, device_id, data, timestamp, protocol)
+  SELECT u.id, u.org, u.cmd, u.dev, u.data -> 0, u.ts, u.proto
+  FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, cmd text, dev text, data jsonb, ts int8, proto text)`
+
 /** The events insert and the devices' receipts of a batch, the head every events statement shares. */
 const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
     INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
@@ -152,6 +161,19 @@ export const eventsDocument = (events: ReadonlyArray<EventRow>): string => {
   return `[${parts.join(",")}]`
 }
 
+/** Command runs as `INSERT_RUNS_DOCUMENT` reads them: `data` as `eventsDocument` carries it. */
+export const runsDocument = (runs: ReadonlyArray<CommandRunRow>): string => {
+  const parts: Array<string> = []
+  for (const r of runs) {
+    parts.push(
+      `{"id":${JSON.stringify(r.id)},"org":${JSON.stringify(r.organisationId)},"cmd":${JSON.stringify(r.commandId)},"dev":${
+        JSON.stringify(r.deviceId)
+      },"data":${r.data === null ? "null" : `[${r.data}]`},"ts":${r.timestamp},"proto":${JSON.stringify(r.protocol)}}`
+    )
+  }
+  return `[${parts.join(",")}]`
+}
+
 export const seenDocument = (seen: ReadonlyMap<string, number>): string => {
   const parts: Array<string> = []
   for (const [id, at] of seen) parts.push(`{"id":${JSON.stringify(id)},"at":${at}}`)
@@ -200,7 +222,8 @@ const LOCATION_COLUMNS = ["id", "organisationId", "deviceId", "latitude", "longi
  * one device update. A batch of plain events, or of command runs only, is one statement that
  * commits on its own: one round trip instead of three (BEGIN, the insert, COMMIT), which a
  * command run waits for before it is delivered. On PGlite, a batch of `COPY_EVENTS_FROM_ROWS`
- * plain events or more goes by COPY instead, its devices' update behind it.
+ * plain events or more goes by COPY instead, its devices' update behind it; the one-statement
+ * batches go as JSON documents, run prepared (`SqlClient.write`).
  */
 const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Effect<void, SqlError> => {
   const plain = plainEvents(items)
@@ -212,10 +235,14 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
   }
   if (plain !== undefined) {
     const statement = sql.dialect === "pglite" ? INSERT_EVENTS_TOUCH_ONE_SESSION : INSERT_EVENTS_TOUCH
-    return Effect.asVoid(sql.query(statement, [eventsDocument(plain), seenDocument(lastSeen(items))]))
+    return sql.write(statement, [eventsDocument(plain), seenDocument(lastSeen(items))])
   }
   const runsOnly = onlyRuns(items)
-  if (runsOnly !== undefined) return Effect.asVoid(sql.query(INSERT_RUNS, columnsOf(runsOnly, RUN_COLUMNS)))
+  if (runsOnly !== undefined) {
+    return sql.dialect === "pglite"
+      ? sql.write(INSERT_RUNS_DOCUMENT, [runsDocument(runsOnly)])
+      : Effect.asVoid(sql.query(INSERT_RUNS, columnsOf(runsOnly, RUN_COLUMNS)))
+  }
   return sql.transaction((tx) =>
     Effect.gen(function*() {
       const events: Array<EventRow> = []

@@ -28,6 +28,11 @@ export interface EmbeddedQueryable {
   ): Promise<Results<T>>
   exec(text: string): Promise<void>
   /**
+   * One statement whose rows are not needed, its parameters text (or null): kept prepared on the
+   * store's thread, parsed and planned once per text instead of at every call.
+   */
+  write(text: string, params: ReadonlyArray<string | null>): Promise<void>
+  /**
    * Statements run in order in one transaction (inside `transaction`: in it), sent in one
    * request; `blob` is the data of a `COPY … FROM '/dev/blob'`. A failure rolls all back.
    */
@@ -80,6 +85,7 @@ export type Request =
     readonly tx: number | undefined
   }
   | { readonly id: number; readonly op: "exec"; readonly text: string; readonly tx: number | undefined }
+  | { readonly id: number; readonly op: "write"; readonly text: string; readonly params: ReadonlyArray<string | null>; readonly tx: number | undefined }
   | { readonly id: number; readonly op: "script"; readonly steps: ReadonlyArray<ScriptStatement>; readonly tx: number | undefined }
   | { readonly id: number; readonly op: "begin" }
   | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
@@ -224,6 +230,7 @@ export const openEmbedded = (dataDir: string | undefined, template: string | nul
         call({ id: next++, op: "query", text, params: params === undefined ? undefined : [...params], array: options?.rowMode === "array", tx })
           .then((reply) => reply.result as Results<T>),
       exec: (text) => call({ id: next++, op: "exec", text, tx }).then(() => undefined),
+      write: (text, params) => call({ id: next++, op: "write", text, params, tx }).then(() => undefined),
       script: (steps) => call({ id: next++, op: "script", steps, tx }).then(() => undefined)
     })
 

@@ -19,6 +19,7 @@ const pgliteClient = (db: EmbeddedQueryable, inTransaction: boolean, root: Embed
         catch: toSqlError
       }),
     exec: (text) => Effect.tryPromise({ try: () => db.exec(text).then(() => undefined), catch: toSqlError }),
+    write: (text, params) => Effect.tryPromise({ try: () => db.write(text, params), catch: toSqlError }),
     transaction: (f) =>
       inTransaction
         ? f(self)

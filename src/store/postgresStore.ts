@@ -37,6 +37,7 @@ const postgresClient = (sql: PostgresSql | TransactionSql, root: PostgresSql | u
         catch: (cause) => cause instanceof SqlError ? cause : link.failed(cause)
       }),
     exec: (text) => Effect.tryPromise({ try: () => sql.unsafe(text).simple().then(() => undefined), catch: link.failed }),
+    write: (text, params) => Effect.asVoid(self.query(text, params)),
     transaction: (f) =>
       root === undefined
         ? f(self)

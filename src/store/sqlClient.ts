@@ -30,6 +30,12 @@ export interface SqlClient {
   query<T = Row>(text: string, params?: ReadonlyArray<unknown>): Effect.Effect<Array<T>, SqlError>
   /** Several statements without parameters (migrations). */
   exec(text: string): Effect.Effect<void, SqlError>
+  /**
+   * One parameterised statement whose rows are not needed, its parameters text (or null): the
+   * writer's batches. Prepared once per text on both drivers (postgres.js names its statements;
+   * PGlite's thread keeps them, where `query` parses and plans each call anew).
+   */
+  write(text: string, params: ReadonlyArray<string | null>): Effect.Effect<void, SqlError>
   /** Runs `f` in one transaction; any failure or defect of `f` rolls it back. */
   transaction<A, E, R>(f: (tx: SqlClient) => Effect.Effect<A, E, R>): Effect.Effect<A, E | SqlError, R>
   /**

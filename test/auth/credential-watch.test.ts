@@ -104,6 +104,7 @@ describe("watching the counter", () => {
         return storeDown ? Effect.fail(new SqlError({ message: "connection terminated", cause: undefined })) : sql.query<T>(text, params)
       }),
     exec: (text) => sql.exec(text),
+    write: (text, params) => sql.write(text, params),
     transaction: (f) => sql.transaction(f),
     script: (steps) => sql.script(steps)
   }

@@ -43,6 +43,7 @@ describe("MQTT publish acknowledgement", () => {
       // No persistent MQTT session is stored (a CONNECT looks for one); nothing else is read.
       query: <T>(text: string) => text.includes("mqtt_") ? Effect.succeed<Array<T>>([]) : Effect.die("not used"),
       exec: () => Effect.die("not used"),
+      write: () => Effect.die("not used"),
       transaction: () => Effect.die("not used"),
       script: () => Effect.die("not used")
     })

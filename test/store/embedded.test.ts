@@ -95,6 +95,51 @@ describe("PGlite on its own thread", () => {
     expect((await outside)?.rows).toEqual([{ n: 4 }])
   })
 
+  it("runs a write prepared once per text, keeps it through its failures, and not one that failed to prepare", async () => {
+    const insert = "INSERT INTO things (id, n, doc) SELECT u.id, u.n, u.doc FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, n int8, doc jsonb)"
+    const preparedCount = async () =>
+      (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1", [insert])).rows[0].n
+    await db.write(insert, [JSON.stringify([{ id: "w1", n: 1, doc: { a: 1 } }, { id: "w2", n: 2, doc: null }])])
+    await db.write(insert, [JSON.stringify([{ id: "w3", n: 3 }])])
+    expect(await preparedCount()).toBe(1)
+    const duplicate = await failure(db.write(insert, [JSON.stringify([{ id: "w1", n: 9 }])]))
+    expect(duplicate.code).toBe("23505")
+    expect(duplicate.constraint).toBe("things_pkey")
+    await db.write(insert, [JSON.stringify([{ id: "w4", n: 4 }])])
+    expect(await preparedCount()).toBe(1)
+    expect((await db.query("SELECT id, n, doc FROM things WHERE id LIKE 'w%' ORDER BY id")).rows).toEqual([
+      { id: "w1", n: 1, doc: { a: 1 } },
+      { id: "w2", n: 2, doc: null },
+      { id: "w3", n: 3, doc: null },
+      { id: "w4", n: 4, doc: null }
+    ])
+    const broken = "INSERT INTO things (id, n) SELEC $1, 1"
+    expect((await failure(db.write(broken, ["x"]))).code).toBe("42601")
+    expect((await failure(db.write(broken, ["x"]))).code).toBe("42601")
+    expect((await db.query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1", [broken])).rows).toEqual([{ n: 0 }])
+    // A script's step with text parameters runs prepared too.
+    const update = "UPDATE things SET n = n + 100 WHERE id = $1"
+    await db.script([{ text: update, params: ["w4"] }, { text: update, params: ["w3"] }])
+    expect((await db.query("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE statement = $1", [update])).rows).toEqual([{ n: 1 }])
+    expect((await db.query("SELECT id, n FROM things WHERE id IN ('w3', 'w4') ORDER BY id")).rows).toEqual([{ id: "w3", n: 103 }, { id: "w4", n: 104 }])
+  })
+
+  it("runs a write sent during a transaction after it ends, and one inside a transaction with it", async () => {
+    const insert = "INSERT INTO things (id, n) VALUES ($1, 1)"
+    let outside: Promise<void> | undefined
+    const mine = new Error("rolled back")
+    const thrown = await failure(db.transaction(async (tx) => {
+      await tx.write(insert, ["t-in"])
+      outside = db.write(insert, ["t-out"])
+      // Long enough for the write sent outside to run, were it not held until the transaction ends.
+      await tx.query("SELECT pg_sleep(0.1)")
+      throw mine
+    }))
+    expect(thrown).toBe(mine)
+    await outside
+    expect((await db.query("SELECT id FROM things WHERE id LIKE 't-%' ORDER BY id")).rows).toEqual([{ id: "t-out" }])
+  })
+
   it("keeps this thread's event loop turning while a long statement runs", async () => {
     let last = performance.now()
     let widest = 0

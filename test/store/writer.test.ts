@@ -56,6 +56,10 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
         if (text.includes("INSERT INTO events")) batches.push(0)
         return sql.query(text, params)
       },
+      write: (text, params) => {
+        if (text.includes("INSERT INTO events")) batches.push(0)
+        return sql.write(text, params)
+      },
       transaction: (f) => {
         batches.push(0)
         return sql.transaction(f)
@@ -136,6 +140,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     const slowed: SqlClient = {
       ...sql,
       query: (text, params) => slow(sql.query(text, params)),
+      write: (text, params) => slow(sql.write(text, params)),
       transaction: (f) => slow(sql.transaction(f)),
       script: (steps) => slow(sql.script(steps))
     }
