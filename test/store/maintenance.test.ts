@@ -276,6 +276,15 @@ describe.each(STORE_KINDS)("the storage settings of migrations 0015, 0017 and 00
   })
   afterAll(() => close())
 
+  /** Each query's plan as `EXPLAIN (COSTS OFF)` prints it. */
+  const plansOf = async (queries: ReadonlyArray<string>) => {
+    const out: Array<string> = []
+    for (const query of queries) {
+      out.push((await run(sql.query<Record<string, string>>(`EXPLAIN (COSTS OFF) ${query}`))).map((row) => Object.values(row)[0]).join("\n"))
+    }
+    return out
+  }
+
   it("devices' pages keep room to move lastSeenAt in place: after a few touches, a touch of every device moves no row off its page", async () => {
     await run(sql.exec(`
       INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_ff', 'ff', 1, 1);
@@ -324,13 +333,7 @@ describe.each(STORE_KINDS)("the storage settings of migrations 0015, 0017 and 00
       "SELECT count(*) FROM events e WHERE e.organisation_id = 'org_st' AND e.device_id = 'dev_st7'",
       "SELECT e.id FROM events e WHERE e.organisation_id = 'org_st' AND e.name = 'door' ORDER BY e.timestamp DESC, e.id DESC LIMIT 101"
     ]
-    const plans = async () => {
-      const out: Array<string> = []
-      for (const query of queries) {
-        out.push((await run(sql.query<Record<string, string>>(`EXPLAIN (COSTS OFF) ${query}`))).map((row) => Object.values(row)[0]).join("\n"))
-      }
-      return out
-    }
+    const plans = () => plansOf(queries)
     const targets = await run(sql.query<{ attname: string; target: number }>(
       "SELECT attname, attstattarget::int AS target FROM pg_attribute WHERE attrelid = 'events'::regclass AND attnum > 0 AND NOT attisdropped AND attstattarget IS NOT NULL AND attstattarget >= 0"
     ))
@@ -403,13 +406,7 @@ describe.each(STORE_KINDS)("the storage settings of migrations 0015, 0017 and 00
       "SELECT count(*) FROM locations l WHERE l.organisation_id = 'org_sl' AND l.device_id = 'dev_sl7'",
       "DELETE FROM command_runs WHERE command_id = 'cmd_sl3'"
     ]
-    const plans = async () => {
-      const out: Array<string> = []
-      for (const query of queries) {
-        out.push((await run(sql.query<Record<string, string>>(`EXPLAIN (COSTS OFF) ${query}`))).map((row) => Object.values(row)[0]).join("\n"))
-      }
-      return out
-    }
+    const plans = () => plansOf(queries)
     const atMigrated = await plans()
     const reset = (table: string, columns: ReadonlyArray<string>) =>
       `ALTER TABLE ${table} ${columns.map((c) => `ALTER COLUMN ${c} SET STATISTICS -1`).join(", ")}; ANALYZE ${table};`
