@@ -1216,7 +1216,7 @@ const main = async () => {
           dumpFile: dumpFile(t.name, `commands-${via}`),
           serverPid: t.pid,
           database: t.database,
-          stalls: stallProbe === undefined ? undefined : stallProbe.within
+          stalls: stallProbe?.within
         })
         console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
         results.commands.push(c)

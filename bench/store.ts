@@ -32,17 +32,8 @@ import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { newId } from "../src/domain/ids.ts"
-import {
-  COPY_EVENTS,
-  type EventRow,
-  eventsCopyText,
-  eventsDocument,
-  INSERT_EVENTS_TOUCH_ONE_SESSION,
-  lastSeen,
-  seenDocument,
-  type WriteItem,
-  writeRetried
-} from "../src/store/batch.ts"
+import { COPY_EVENTS, type EventRow, INSERT_EVENTS_TOUCH_ONE_SESSION, lastSeen, type WriteItem, writeRetried } from "../src/store/batch.ts"
+import { eventsCopyText, eventsDocument, seenDocument } from "../src/store/batchText.ts"
 import { migrate } from "../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../src/store/Sql.ts"
 import {
@@ -152,7 +143,7 @@ const makeBatch = (deviceIds: ReadonlyArray<string>, from: number): Array<EventR
 const write = (store: Store, rows: ReadonlyArray<EventRow>) => {
   const items = rows.map((row): WriteItem => ({ _tag: "event", row }))
   if (store.variant.statement) {
-    return store.run(Effect.asVoid(store.sql.query(INSERT_EVENTS_TOUCH_ONE_SESSION, [eventsDocument(rows), seenDocument(lastSeen(items))])))
+    return store.run(store.sql.write(INSERT_EVENTS_TOUCH_ONE_SESSION, [eventsDocument(rows), seenDocument(lastSeen(items))]))
   }
   return store.variant.touch
     ? store.run(writeRetried(store.sql, items, 0))

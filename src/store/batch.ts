@@ -2,6 +2,7 @@ import { Cause, Duration, Effect, Exit, Schedule } from "effect"
 import type { ReadingInput } from "../energy/readings.ts"
 import { writeReadings } from "../energy/store.ts"
 import { touchDevices } from "./devices.ts"
+import { eventsCopyText, eventsDocument, runsDocument, seenDocument } from "./batchText.ts"
 import { isConnectionLoss, type SqlClient, type SqlError } from "./Sql.ts"
 
 /** What the group-commit writer (`Writer.ts`) stores, and how one batch of it is written. */
@@ -128,57 +129,6 @@ export const COPY_EVENTS = "COPY events (id, organisation_id, device_id, name, d
 /** The devices part of `INSERT_EVENTS_TOUCH_ONE_SESSION`, alone (`seenDocument`). */
 const TOUCH_SEEN_ONE_SESSION = `WITH seen AS (SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS s(id text, at int8))
   ${UPDATE_SEEN_ONE_SESSION}`
-
-const COPY_SPECIAL = /[\\\t\n\r]/
-const COPY_ESCAPES: Record<string, string> = { "\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r" }
-/** Text as a field of COPY's text format: backslash, tab and line ends escaped. */
-const copyField = (text: string) => COPY_SPECIAL.test(text) ? text.replace(/[\\\t\n\r]/g, (c) => COPY_ESCAPES[c]) : text
-
-/** Events in COPY's text format, in `COPY_EVENTS`'s columns; no data is `\N` (SQL NULL), JSON null is `null`. */
-export const eventsCopyText = (events: ReadonlyArray<EventRow>): string => {
-  let text = ""
-  for (const e of events) {
-    text += `${copyField(e.id)}\t${copyField(e.organisationId)}\t${copyField(e.deviceId)}\t${copyField(e.name)}\t${
-      e.data === null ? "\\N" : copyField(e.data)
-    }\t${e.timestamp}\t${e.receivedAt}\t${copyField(e.protocol)}\n`
-  }
-  return text
-}
-
-/**
- * Events as a JSON array of records. `data` is already JSON text and goes in as it is, inside a
- * one-element array (`u.data -> 0`), so that JSON null stays a JSON null and no data stays SQL NULL.
- */
-export const eventsDocument = (events: ReadonlyArray<EventRow>): string => {
-  const parts: Array<string> = []
-  for (const e of events) {
-    parts.push(
-      `{"id":${JSON.stringify(e.id)},"org":${JSON.stringify(e.organisationId)},"dev":${JSON.stringify(e.deviceId)},"name":${
-        JSON.stringify(e.name)
-      },"data":${e.data === null ? "null" : `[${e.data}]`},"ts":${e.timestamp},"rcv":${e.receivedAt},"proto":${JSON.stringify(e.protocol)}}`
-    )
-  }
-  return `[${parts.join(",")}]`
-}
-
-/** Command runs as `INSERT_RUNS_DOCUMENT` reads them: `data` as `eventsDocument` carries it. */
-export const runsDocument = (runs: ReadonlyArray<CommandRunRow>): string => {
-  const parts: Array<string> = []
-  for (const r of runs) {
-    parts.push(
-      `{"id":${JSON.stringify(r.id)},"org":${JSON.stringify(r.organisationId)},"cmd":${JSON.stringify(r.commandId)},"dev":${
-        JSON.stringify(r.deviceId)
-      },"data":${r.data === null ? "null" : `[${r.data}]`},"ts":${r.timestamp},"proto":${JSON.stringify(r.protocol)}}`
-    )
-  }
-  return `[${parts.join(",")}]`
-}
-
-export const seenDocument = (seen: ReadonlyMap<string, number>): string => {
-  const parts: Array<string> = []
-  for (const [id, at] of seen) parts.push(`{"id":${JSON.stringify(id)},"at":${at}}`)
-  return `[${parts.join(",")}]`
-}
 
 /** Each device's latest receipt in a batch (command runs say nothing about the device). */
 export const lastSeen = (items: ReadonlyArray<WriteItem>) => {
