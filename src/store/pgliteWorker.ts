@@ -127,6 +127,8 @@ const start = async (data: StartData) => {
    * alternated). A prepared one is bound and run; Postgres replans it only when what it reads changes.
    */
   const prepared = new Map<string, string>()
+  /** Statements kept prepared at most: the writer has a handful. */
+  const MAX_PREPARED = 64
   const runPrepared = async (text: string, params: ReadonlyArray<string | null>) => {
     let name = prepared.get(text)
     if (name === undefined) {
@@ -145,10 +147,14 @@ const start = async (data: StartData) => {
    * own, typed but internal; pinned with the package): outside a transaction it waits for any open
    * one to end, and in any case for the statement in progress.
    */
-  const write = (text: string, params: ReadonlyArray<string | null>, inTransaction: boolean) =>
-    inTransaction
+  const write = (on: PGlite | Transaction, text: string, params: ReadonlyArray<string | null>): Promise<unknown> => {
+    // Kept for the session's life: a caller making texts without end (values spelled into the
+    // statement) would grow the session's statements without end; past the bound, `query` runs them.
+    if (!prepared.has(text) && prepared.size >= MAX_PREPARED) return on.query(text, [...params])
+    return on !== db
       ? db._runExclusiveQuery(() => runPrepared(text, params))
       : db._runExclusiveTransaction(() => db._runExclusiveQuery(() => runPrepared(text, params)))
+  }
   const target = (tx: number | undefined) => {
     if (tx === undefined) return db
     const entry = open.get(tx)
@@ -182,9 +188,7 @@ const start = async (data: StartData) => {
       case "write": {
         let pending
         try {
-          // A transaction's write must find it open (it runs in the session's open transaction).
-          if (request.tx !== undefined) target(request.tx)
-          pending = write(request.text, request.params, request.tx !== undefined)
+          pending = write(target(request.tx), request.text, request.params)
         } catch (cause) {
           return fail(id, cause)
         }
@@ -199,7 +203,7 @@ const start = async (data: StartData) => {
             const params = step.params
             // A statement with text parameters only is run prepared, as `write` runs it.
             if (step.blob === undefined && params !== undefined && params.every((p) => typeof p === "string" || p === null)) {
-              await write(step.text, params as ReadonlyArray<string | null>, true)
+              await write(on, step.text, params as ReadonlyArray<string | null>)
             } else await on.query(step.text, params === undefined ? undefined : [...params], step.blob === undefined ? undefined : { blob: new Blob([step.blob]) })
           }
         }

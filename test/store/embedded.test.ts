@@ -124,6 +124,13 @@ describe("PGlite on its own thread", () => {
     expect((await db.query("SELECT id, n FROM things WHERE id IN ('w3', 'w4') ORDER BY id")).rows).toEqual([{ id: "w3", n: 103 }, { id: "w4", n: 104 }])
   })
 
+  it("keeps at most 64 statements prepared, and runs writes of further texts all the same", async () => {
+    for (let k = 0; k < 80; k++) await db.write(`INSERT INTO things (id, n) VALUES ($1, ${k})`, [`many-${k}`])
+    const [kept] = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_prepared_statements WHERE name LIKE 'voltaic_write_%'")).rows
+    expect(kept.n).toBe(64)
+    expect((await db.query<{ n: number }>("SELECT count(*)::int AS n FROM things WHERE id LIKE 'many-%'")).rows).toEqual([{ n: 80 }])
+  })
+
   it("runs a write sent during a transaction after it ends, and one inside a transaction with it", async () => {
     const insert = "INSERT INTO things (id, n) VALUES ($1, 1)"
     let outside: Promise<void> | undefined
