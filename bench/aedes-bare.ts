@@ -1,26 +1,120 @@
 /**
- * A ceiling for `bench/ingest.ts`: a bare aedes broker with its defaults (in-memory
- * persistence), no authentication and no storage, on node:net. Run as its own process;
- * prints `bare aedes listening on <host>:<port>` once ready.
+ * Peers for `bench/ingest.ts`: a bare aedes broker with its defaults (in-memory persistence),
+ * no authentication and no storage, on node:net. Run as its own process; prints
+ * `bare aedes listening on <host>:<port>` once ready.
+ *
+ * With `DURABLE_DATABASE_URL` (a Postgres database) or `DURABLE_PGLITE_DIR` (a PGlite data
+ * directory on disk, opened as Voltaic opens it, on this process's thread) it is the least a
+ * broker can do that, like Voltaic, acknowledges and forwards a publish only once it is committed:
+ * each publish becomes a row of one table (topic, payload, client; an identity key), written by
+ * group commit on one connection — a batch goes as soon as the store is idle, and what arrives
+ * meanwhile waits for that commit and goes together in the next — and aedes is let go on with the
+ * publish (PUBACK, forwarding) only after its batch committed (`authorizePublish`, which aedes
+ * runs before both). No authentication, no device registry, no parsing of the payload. It prints
+ * `durable aedes listening on <host>:<port>`.
  */
-import { Aedes } from "aedes"
+import { Aedes, type AedesOptions } from "aedes"
 import { type AddressInfo, createServer } from "node:net"
+import { PGlite } from "@electric-sql/pglite"
+import postgres from "postgres"
+import { durableDisk } from "../src/store/pgliteDisk.ts"
 
 const host = process.env.HOST ?? "127.0.0.1"
-const broker = await Aedes.createBroker()
+const databaseUrl = process.env.DURABLE_DATABASE_URL
+const pgliteDir = process.env.DURABLE_PGLITE_DIR
+/** Publishes one statement writes at most (Voltaic's writer: 2,000). */
+const MAX_BATCH = 2_000
+
+interface Waiting {
+  readonly clientId: string
+  readonly topic: string
+  readonly payload: string
+  readonly done: (error?: Error | null) => void
+}
+
+type AuthorizePublish = NonNullable<AedesOptions["authorizePublish"]>
+
+/** One store statement with parameters (the batch's three arrays, as Postgres text arrays). */
+interface Store {
+  readonly run: (statement: string, params?: ReadonlyArray<ReadonlyArray<string>>) => Promise<void>
+  readonly close: () => Promise<void>
+}
+
+const postgresStore = (url: string): Store => {
+  const sql = postgres(url, { max: 1, onnotice: () => {} })
+  return {
+    run: async (statement, params = []) => void await sql.unsafe(statement, params.map((p) => [...p])),
+    close: () => sql.end({ timeout: 2 })
+  }
+}
+
+/** Text array literal: PGlite's parameters are sent as text. */
+const textArray = (items: ReadonlyArray<string>) => `{${items.map((i) => `"${i.replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`).join(",")}}`
+
+const pgliteStore = async (dir: string): Promise<Store> => {
+  const db = await PGlite.create(durableDisk(dir))
+  return {
+    run: async (statement, params = []) => void await db.query(statement, params.map(textArray)),
+    close: () => db.close()
+  }
+}
+
+const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizePublish; readonly close: () => Promise<void> }> => {
+  await sql.run(`CREATE TABLE IF NOT EXISTS peer_messages (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    client_id text NOT NULL,
+    topic text NOT NULL,
+    payload text NOT NULL,
+    received_at timestamptz NOT NULL DEFAULT now()
+  )`)
+  let queue: Array<Waiting> = []
+  let writing = false
+  const write = async () => {
+    writing = true
+    while (queue.length > 0) {
+      const batch = queue.slice(0, MAX_BATCH)
+      queue = queue.slice(batch.length)
+      let failure: Error | null = null
+      try {
+        await sql.run(
+          "INSERT INTO peer_messages (client_id, topic, payload) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])",
+          [batch.map((w) => w.clientId), batch.map((w) => w.topic), batch.map((w) => w.payload)]
+        )
+      } catch (error) {
+        failure = error instanceof Error ? error : new Error(String(error))
+      }
+      for (const w of batch) w.done(failure)
+    }
+    writing = false
+  }
+  return {
+    authorize: (client, packet, done) => {
+      queue.push({ clientId: client?.id ?? "", topic: packet.topic, payload: packet.payload.toString(), done })
+      if (!writing) void write()
+    },
+    close: sql.close
+  }
+}
+
+const durable = databaseUrl !== undefined && databaseUrl !== ""
+  ? await groupCommit(postgresStore(databaseUrl))
+  : pgliteDir !== undefined && pgliteDir !== ""
+  ? await groupCommit(await pgliteStore(pgliteDir))
+  : undefined
+const broker = await Aedes.createBroker(durable === undefined ? {} : { authorizePublish: durable.authorize })
 // Without a listener the EventEmitter would throw; closed connections are expected here.
 broker.on("clientError", () => {})
 broker.on("connectionError", () => {})
 const server = createServer((socket) => broker.handle(socket))
 server.listen(0, host, () => {
   const { port } = server.address() as AddressInfo
-  console.log(`bare aedes listening on ${host}:${port}`)
+  console.log(`${durable === undefined ? "bare" : "durable"} aedes listening on ${host}:${port}`)
 })
 
 const stop = () => {
   server.close()
-  broker.close(() => process.exit(0))
-  setTimeout(() => process.exit(0), 2_000).unref()
+  broker.close(() => void (durable?.close() ?? Promise.resolve()).finally(() => process.exit(0)))
+  setTimeout(() => process.exit(0), 3_000).unref()
 }
 process.once("SIGTERM", stop)
 process.once("SIGINT", stop)

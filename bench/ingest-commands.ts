@@ -163,13 +163,37 @@ export const runCommandCase = async (options: {
 const ms = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "–")
 const cores = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "–")
 
-/** The peer's p99 in the same run (the first ceiling's forwarded case). */
-const peerOf = (cases: ReadonlyArray<CommandCase>) => cases.find((c) => c.ceiling && c.via === "forward")
+/**
+ * The durable peers' names (bench/aedes-bare.ts with a store: a publish acknowledged and forwarded
+ * once committed, by group commit), one per store.
+ */
+export const DURABLE_PEERS = ["aedes+Postgres", "aedes+PGlite"] as const
+/** The durable peer a Voltaic target is compared with: the one on its store. */
+export const durablePeerOf = (target: string): string => (target.startsWith("PGlite") ? "aedes+PGlite" : "aedes+Postgres")
+const isDurablePeer = (target: string) => (DURABLE_PEERS as ReadonlyArray<string>).includes(target)
+
+/** The peer's p99 in the same run (the first ceiling's forwarded case, the durable peers apart). */
+const peerOf = (cases: ReadonlyArray<CommandCase>) => cases.find((c) => c.ceiling && c.via === "forward" && !isDurablePeer(c.target))
+/** The durable peer's forwarded case for a Voltaic target's, when it ran. */
+const durableOf = (cases: ReadonlyArray<CommandCase>, target: string) => cases.find((c) => c.ceiling && c.via === "forward" && c.target === durablePeerOf(target))
+
+/** "×1.23" against the durable peer on the case's store, "–" for a peer or when that one did not run. */
+const durableRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase) => {
+  const durable = c.ceiling ? undefined : durableOf(cases, c.target)
+  return durable === undefined ? "–" : `×${(c.p99 / durable.p99).toFixed(2)}`
+}
+
+/** "×1.23 aedes+Postgres's 4.1 ms (the durable peer); ", or "" when it did not run. */
+const durableText = (cases: ReadonlyArray<CommandCase>, c: CommandCase) => {
+  const durable = durableOf(cases, c.target)
+  return durable === undefined ? "" : `×${(c.p99 / durable.p99).toFixed(2)} ${durable.target}'s ${ms(durable.p99)} ms (the durable peer); `
+}
 
 export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
   const peer = peerOf(cases)
+  const durable = cases.some((c) => isDurablePeer(c.target))
   return {
-    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`, "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS],
+    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`, ...(durable ? ["p99 vs aedes+store"] : []), "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS],
     numericFrom: 2,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
@@ -182,6 +206,7 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
       ms(c.p99),
       ms(c.max),
       c.ceiling || peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`,
+      ...(durable ? [durableRatio(cases, c)] : []),
       cores(c.cpu.server),
       cores(c.cpu.postgres),
       cores(c.cpu.loadgen),
@@ -198,6 +223,7 @@ export const commandVerdicts = (cases: ReadonlyArray<CommandCase>): Array<string
     const met = c.received === c.sent && c.errors === 0 && c.p99 <= COMMAND_AIM.p99Ms && ratio <= COMMAND_AIM.ofPeer
     return `${c.target}, command runs sent by ${VIA_LABEL[c.via]} at ${c.rate.toLocaleString("en-US")}/s, p99 to the device ≤ ${COMMAND_AIM.p99Ms} ms and ≤ ${COMMAND_AIM.ofPeer}× the peer's: ` +
       `**${met ? "met" : "not met"}** (p99 ${ms(c.p99)} ms${peer === undefined ? ", no peer in this run" : `, ×${ratio.toFixed(2)} ${peer.target}'s ${ms(peer.p99)} ms`}; ` +
+      `${durableText(cases, c)}` +
       `${c.received.toLocaleString("en-US")} of ${c.sent.toLocaleString("en-US")} delivered)`
   })
 }

@@ -1,7 +1,10 @@
 /**
  * `npm run bench:ingest`: 1,000 simulated devices publishing events to Voltaic over MQTT
  * QoS 0 and QoS 1, CoAP and HTTP, on Postgres and on PGlite; with a bare aedes broker and
- * the system's Mosquitto as ceilings for the MQTT cases. For every target:
+ * the system's Mosquitto as ceilings for the MQTT cases, and aedes committing each publish to
+ * Postgres before acknowledging and forwarding it (`aedes+Postgres`, bench/aedes-bare.ts) as the
+ * durable peer: what any broker pays for Voltaic's promise, so that "vs aedes+store" is what
+ * Voltaic adds to it. For every target:
  *
  * 1. idle: server memory (VmRSS) before and with 10,000 idle MQTT connections;
  * 2. latency: publish → subscriber at a fixed 5,000 events/s (one application connection
@@ -14,7 +17,9 @@
  * seeds, samples CPU and memory from /proc, collects and reports. Prints one table per
  * section and appends them to `bench/RESULTS.md`.
  *
- * Settings (environment): BENCH_TARGETS (aedes,mosquitto,postgres,pglite by default; named only:
+ * Settings (environment): BENCH_TARGETS (aedes,aedes-postgres,mosquitto,postgres,pglite by default; named only:
+ * `aedes-pglite`, "aedes+PGlite", the durable peer on a PGlite data directory on disk, with PGlite on the broker's
+ * own thread as the simplest broker would run it — what the store costs on the event loop, beside Voltaic's worker;
  * `metrics-off`, Voltaic on Postgres as `postgres` but with METRICS=off, "Postgres, METRICS=off"; `tls`,
  * as `postgres` with MQTT over TLS, "Postgres, MQTT over TLS": a self-signed certificate made with
  * openssl for the run in a temporary directory removed at shutdown, MQTTS on a free port, and every MQTT
@@ -92,7 +97,7 @@ import {
   utcDate,
   voltaicEnv
 } from "./harness.ts"
-import { type CommandCase, type CommandVia, commandTable, commandVerdicts, COMMAND_SLUG, runCommandCase, seedCommands } from "./ingest-commands.ts"
+import { type CommandCase, type CommandVia, commandTable, commandVerdicts, COMMAND_SLUG, DURABLE_PEERS, durablePeerOf, runCommandCase, seedCommands } from "./ingest-commands.ts"
 import {
   type DeviceCredential,
   histogramMerge,
@@ -121,9 +126,9 @@ const listSetting = (name: string, fallback: string, allowed: ReadonlyArray<stri
   return list
 }
 
-const TARGETS = ["aedes", "mosquitto", "postgres", "pglite", "peer", "metrics-off", "tls", "pglite-memory", "peer-pglite"] as const
+const TARGETS = ["aedes", "aedes-postgres", "aedes-pglite", "mosquitto", "postgres", "pglite", "peer", "metrics-off", "tls", "pglite-memory", "peer-pglite"] as const
 /** Run only when named in BENCH_TARGETS (issue 17's comparisons with `postgres`; PGlite in memory beside `pglite`). */
-const OPT_IN: ReadonlyArray<string> = ["peer", "metrics-off", "tls", "pglite-memory", "peer-pglite"]
+const OPT_IN: ReadonlyArray<string> = ["aedes-pglite", "peer", "metrics-off", "tls", "pglite-memory", "peer-pglite"]
 
 /** BENCH_PEER: a checkout of an earlier commit (`git worktree add --detach <dir> <commit>`, `npm ci` in it). */
 const peer = process.env.BENCH_PEER === undefined || process.env.BENCH_PEER === ""
@@ -185,6 +190,8 @@ const AIMS = {
   qos0: 20_000,
   qos1: 10_000,
   p99Ms: 10,
+  /** Issue 19 item 4: publish → subscriber p99 against a peer's in the same run. */
+  p99OfPeer: 3,
   kbPerConnection: 20,
   pglite: 10_000,
   /** What metrics (and, reported the same way, TLS) may cost of the stored QoS 1 events/s (issue 17). */
@@ -270,6 +277,52 @@ const startAedes = async (): Promise<Target> => {
     stored: undefined,
     child,
     close
+  }
+}
+
+/**
+ * The durable peers (bench/aedes-bare.ts with a store): aedes that acknowledges and forwards a
+ * publish only after committing it as a row, by group commit, on a fresh Postgres database or
+ * PGlite data directory of its own. What the durable path costs any broker on this machine, beside
+ * what Voltaic adds to it (devices, validation, the events' indexes, the bus, PGlite's thread).
+ */
+const startDurableAedes = async (store: "Postgres" | "PGlite"): Promise<Target> => {
+  const name = store === "Postgres" ? DURABLE_PEERS[0] : DURABLE_PEERS[1]
+  let env: Record<string, string>
+  let database: string | undefined
+  let cleanup: () => Promise<void>
+  if (store === "Postgres") {
+    const db = await createBenchDatabase(settings.pgAdminUrl, "voltaic_ingest_peer")
+    env = { DURABLE_DATABASE_URL: db.url }
+    database = db.name
+    cleanup = db.drop
+  } else {
+    const dataDir = mkdtempSync(join(tmpdir(), "voltaic-bench-peer-pglite-"))
+    env = { DURABLE_PGLITE_DIR: dataDir }
+    cleanup = async () => rmSync(dataDir, { recursive: true, force: true })
+  }
+  // Registered before the broker so that it runs after the broker has stopped.
+  const removeStore = onShutdown(cleanup)
+  const child = node(name, [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST, ...env })
+  const stopBroker = onShutdown(() => stop(child))
+  const [, port] = await child.waitForLine(/durable aedes listening on [\d.]+:(\d+)/, 60_000)
+  return {
+    name,
+    ceiling: true,
+    pid: child.process.pid,
+    mqttUrl: `mqtt://${HOST}:${port}`,
+    ca: undefined,
+    coap: undefined,
+    httpUrl: undefined,
+    appKey: "",
+    devices: fakeDevices(),
+    database,
+    stored: undefined,
+    child,
+    close: async () => {
+      await stopBroker()
+      await removeStore()
+    }
   }
 }
 
@@ -501,6 +554,8 @@ const startPeer = (): Promise<Target> => {
 
 const targetStarters: Record<(typeof TARGETS)[number], () => Promise<Target>> = {
   aedes: startAedes,
+  "aedes-postgres": () => startDurableAedes("Postgres"),
+  "aedes-pglite": () => startDurableAedes("PGlite"),
   mosquitto: startMosquitto,
   postgres: () => startPostgres("Postgres"),
   pglite: () => startPglite(),
@@ -908,10 +963,14 @@ const markdownTable = (t: Table): string =>
 
 const cpuCells = (cpu: CpuWindow) => [cores(cpu.server), cores(cpu.postgres), cores(cpu.load), cores(cpu.other), `${cores(cpu.machine)}/${cpus().length}`]
 
+/** A cell (or the column's title) only when a durable peer ran among these cases. */
+const durableColumn = (cases: ReadonlyArray<{ readonly target: string }>, cell: () => string): Array<string> =>
+  cases.some((c) => (DURABLE_PEERS as ReadonlyArray<string>).includes(c.target)) ? [cell()] : []
+
 const throughputTable = (cases: ReadonlyArray<ThroughputCase>): Table => {
   const ceilingOf = (target: string, name: ThroughputCaseName) => cases.find((c) => c.target === target && c.name === name)?.eventsPerSecond
   return {
-    columns: ["target", "case", "events/s", "counted", "sent", "acked", "stored", "refused", "errors", "drain s", "ack p50 ms", "ack p99 ms", "vs aedes", "vs Mosquitto", "server µs/event", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU"],
+    columns: ["target", "case", "events/s", "counted", "sent", "acked", "stored", "refused", "errors", "drain s", "ack p50 ms", "ack p99 ms", "vs aedes", ...durableColumn(cases, () => "vs aedes+store"), "vs Mosquitto", "server µs/event", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU"],
     numericFrom: 2,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
@@ -927,6 +986,7 @@ const throughputTable = (cases: ReadonlyArray<ThroughputCase>): Table => {
       ms(c.ack.p50),
       ms(c.ack.p99),
       c.ceiling || c.name === "CoAP" || c.name === "HTTP" ? "–" : ratio(c.eventsPerSecond, ceilingOf("bare aedes", c.name)),
+      ...durableColumn(cases, () => c.ceiling || c.name === "CoAP" || c.name === "HTTP" ? "–" : ratio(c.eventsPerSecond, ceilingOf(durablePeerOf(c.target), c.name))),
       c.ceiling || c.name === "CoAP" || c.name === "HTTP" ? "–" : ratio(c.eventsPerSecond, ceilingOf("Mosquitto", c.name)),
       int(c.cpu.server / c.eventsPerSecond * 1e6),
       ...cpuCells(c.cpu)
@@ -937,7 +997,7 @@ const throughputTable = (cases: ReadonlyArray<ThroughputCase>): Table => {
 const latencyTable = (cases: ReadonlyArray<LatencyCase>): Table => {
   const p99Of = (target: string) => cases.find((c) => c.target === target)?.latency.p99
   return {
-    columns: ["target", "sent/s", "sent", "delivered", "lost", "skipped", "p50 ms", "p90 ms", "p99 ms", "max ms", "PUBACK p99 ms", "p99 vs aedes", "p99 vs Mosquitto", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU", ...STALL_COLUMNS],
+    columns: ["target", "sent/s", "sent", "delivered", "lost", "skipped", "p50 ms", "p90 ms", "p99 ms", "max ms", "PUBACK p99 ms", "p99 vs aedes", ...durableColumn(cases, () => "p99 vs aedes+store"), "p99 vs Mosquitto", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU", ...STALL_COLUMNS],
     numericFrom: 1,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
@@ -952,6 +1012,7 @@ const latencyTable = (cases: ReadonlyArray<LatencyCase>): Table => {
       ms(c.latency.max),
       settings.latencyQos === 1 ? ms(c.ack.p99) : "–",
       c.ceiling ? "–" : ratio(c.latency.p99, p99Of("bare aedes")),
+      ...durableColumn(cases, () => c.ceiling ? "–" : ratio(c.latency.p99, p99Of(durablePeerOf(c.target)))),
       c.ceiling ? "–" : ratio(c.latency.p99, p99Of("Mosquitto")),
       ...cpuCells(c.cpu),
       ...stallCells(c.cpu.stalls)
@@ -1019,6 +1080,17 @@ const verdicts = (r: Results): Array<string> => {
     (v) => v <= AIMS.p99Ms,
     (v) => (Number.isFinite(v) ? `p99 ${ms(v)} ms` : "deliveries lost")
   )
+  // Issue 19 item 4: the p99 against bare aedes's (as the issue states it), and against the durable
+  // peer's, which pays the same commit before forwarding.
+  for (const [peerName, what] of [["bare aedes", "bare aedes's"], [DURABLE_PEERS[0], `${DURABLE_PEERS[0]}'s (the durable peer)`]] as const) {
+    const theirs = r.latency.find((c) => c.target === peerName)
+    verdict(
+      `Postgres, publish → subscriber p99 ≤ ${AIMS.p99OfPeer}× ${what} at ${int(settings.rate)} events/s (same run)`,
+      lat === undefined || theirs === undefined || lat.received < lat.sent * 0.99 ? undefined : lat.latency.p99 / theirs.latency.p99,
+      (v) => v <= AIMS.p99OfPeer,
+      (v) => `×${v.toFixed(2)}: ${ms(lat?.latency.p99 ?? Number.NaN)} against ${ms(theirs?.latency.p99 ?? Number.NaN)} ms`
+    )
+  }
   verdict(`Postgres, ≤ ${AIMS.kbPerConnection} KB per idle MQTT connection`, r.idle.find((c) => c.target === "Postgres")?.kbPerConnection, (v) => v <= AIMS.kbPerConnection, (v) => `${v.toFixed(1)} KB`)
   verdict(`PGlite, MQTT QoS 0 ≥ ${int(AIMS.pglite)} stored events/s`, tp("PGlite", "MQTT QoS 0"), (v) => v >= AIMS.pglite, perSecond("PGlite", "MQTT QoS 0"))
   if (peer !== undefined) {
@@ -1094,6 +1166,19 @@ const variantsNote = (): string => {
   return parts.join("")
 }
 
+/** The durable peers, when they ran. */
+const durablePeersNote = (): string => {
+  const names = [
+    settings.targets.includes("aedes-postgres") ? `"aedes+Postgres" (a fresh Postgres database)` : undefined,
+    settings.targets.includes("aedes-pglite") ? `"aedes+PGlite" (a PGlite data directory on disk, opened as Voltaic opens it, on the broker's own thread)` : undefined
+  ].filter((n) => n !== undefined)
+  return names.length === 0
+    ? ""
+    : ` The durable ${names.length === 1 ? "peer" : "peers"}, ${names.join(" and ")}: bench/aedes-bare.ts with a store,
+committing each publish as a row of one table by group commit on one connection before aedes acknowledges and forwards it, as
+Voltaic does; no auth, no registry, no payload parsing. "vs aedes+store": Voltaic over the durable peer on the same store.`
+}
+
 const record = (date: string, r: Results) => {
   const loadShares = [...r.throughput.map((c) => c.cpu.load), ...r.latency.map((c) => c.cpu.load)].filter(Number.isFinite)
   const n = notes(r)
@@ -1101,9 +1186,9 @@ const record = (date: string, r: Results) => {
 ## Ingest: ${date}
 
 \`npm run bench:ingest\` (bench/ingest.ts): ${settings.devices} simulated devices publishing events to Voltaic, with a bare
-aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker of this machine as MQTT ceilings.
+aedes broker (bench/aedes-bare.ts: no auth, no storage) and the Mosquitto broker of this machine as MQTT ceilings.${durablePeersNote()}
 
-- Machine: ${machine()}.${settings.targets.some((t) => t !== "aedes" && t !== "mosquitto" && t !== "pglite") ? " Postgres runs on the same machine, sharing its cores." : ""}
+- Machine: ${machine()}.${settings.targets.some((t) => t !== "aedes" && t !== "mosquitto" && t !== "pglite" && t !== "aedes-pglite") ? " Postgres runs on the same machine, sharing its cores." : ""}
   The load generators (${settings.loadProcs} publishing processes, ${process.env.BENCH_LOAD_CLIENT === "mqtt.js" ? "mqtt.js" : "bench/lean-mqtt.ts (mqtt-packet on a socket)"} / coap / node:http; the command case's REST runs on ${process.env.BENCH_HTTP_CLIENT === "node:http" ? "node:http" : "bench/lean-http.ts"}; the subscribers and idle connections on mqtt.js) share the ${cpus().length} cores with the
   server${loadShares.length > 0 ? `: they used ${Math.min(...loadShares).toFixed(2)}–${Math.max(...loadShares).toFixed(2)} of a core per case` : ""}, so every figure is a lower bound of
   what the server alone could do. Other work may have been running on the machine (tests), so expect noise between runs.
@@ -1189,7 +1274,8 @@ const main = async () => {
     }
     console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`)
     const cases: Array<{ readonly label: string; readonly run: (t: Target) => Promise<void> }> = []
-    if (has("idle")) cases.push({ label: "idle connections", run: async (t) => void results.idle.push(await idle(t)) })
+    // The durable peers' connections are bare aedes's: their memory is not measured again.
+    if (has("idle") && name !== "aedes-postgres" && name !== "aedes-pglite") cases.push({ label: "idle connections", run: async (t) => void results.idle.push(await idle(t)) })
     if (has("latency")) cases.push({ label: "latency", run: async (t) => void results.latency.push(await latency(t)) })
     const throughputCases: Array<[(typeof CASES)[number], ThroughputCaseName]> = [["qos0", "MQTT QoS 0"], ["qos1", "MQTT QoS 1"], ["coap", "CoAP"], ["http", "HTTP"]]
     for (const [id, caseName] of throughputCases) {
