@@ -7,8 +7,8 @@
  * directory on disk, opened as Voltaic opens it, on this process's thread) it is the least a
  * broker can do that, like Voltaic, acknowledges and forwards a publish only once it is committed:
  * each publish becomes a row of one table (topic, payload, client; an identity key), written by
- * group commit on one connection — a batch goes as soon as the store is idle, and what arrives
- * meanwhile waits for that commit and goes together in the next — and aedes is let go on with the
+ * group commit on one connection — a batch goes at the end of the event loop's turn in which the
+ * store was found idle, and what arrives while it commits waits and goes together in the next — and aedes is let go on with the
  * publish (PUBACK, forwarding) only after its batch committed (`authorizePublish`, which aedes
  * runs before both). No authentication, no device registry, no parsing of the payload. It prints
  * `durable aedes listening on <host>:<port>`.
@@ -70,7 +70,6 @@ const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizeP
   let queue: Array<Waiting> = []
   let writing = false
   const write = async () => {
-    writing = true
     while (queue.length > 0) {
       const batch = queue.slice(0, MAX_BATCH)
       queue = queue.slice(batch.length)
@@ -90,7 +89,12 @@ const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizeP
   return {
     authorize: (client, packet, done) => {
       queue.push({ clientId: client?.id ?? "", topic: packet.topic, payload: packet.payload.toString(), done })
-      if (!writing) void write()
+      if (writing) return
+      // As Voltaic's writer: the batch starts once this turn of the event loop is over, so the
+      // rest of the socket read and other connections' publishes join it (PGlite, on this
+      // thread, would otherwise commit each first publish alone, synchronously).
+      writing = true
+      setImmediate(() => void write())
     },
     close: sql.close
   }
@@ -101,7 +105,10 @@ const durable = databaseUrl !== undefined && databaseUrl !== ""
   : pgliteDir !== undefined && pgliteDir !== ""
   ? await groupCommit(await pgliteStore(pgliteDir))
   : undefined
-const broker = await Aedes.createBroker(durable === undefined ? {} : { authorizePublish: durable.authorize })
+// Durable: a commit releases up to a batch of publishes at once; behind mqemitter's in-flight
+// window they would be drained recursively and overflow the stack (mcollina/mqemitter#204), so
+// the window is off, as in Voltaic's broker (src/adapters/mqtt/MqttBroker.ts).
+const broker = await Aedes.createBroker(durable === undefined ? {} : { authorizePublish: durable.authorize, concurrency: 0 })
 // Without a listener the EventEmitter would throw; closed connections are expected here.
 broker.on("clientError", () => {})
 broker.on("connectionError", () => {})
