@@ -2,7 +2,7 @@ import { Context, Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { scrape } from "../../src/metrics.ts"
-import { checkpointIfDue, checkpointRule, INSERTS_PER_VACUUM, maintainOnce, pgliteMaintenance, walPosition } from "../../src/store/maintenance.ts"
+import { type CheckpointState, checkpointIfDue, checkpointRule, IDLE_CHECKPOINT_BYTES, INSERTS_PER_VACUUM, maintainOnce, pgliteMaintenance, walPosition } from "../../src/store/maintenance.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { touchDevices } from "../../src/store/devices.ts"
 import { Sql, type SqlClient, SqlError } from "../../src/store/Sql.ts"
@@ -155,6 +155,8 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
   })
 })
 
+const GB = 1024 * 1024 * 1024
+
 describe("the embedded database's checkpoints (PGlite has no checkpointer)", () => {
   let sql: SqlClient
   let close: () => Promise<void>
@@ -176,10 +178,11 @@ describe("the embedded database's checkpoints (PGlite has no checkpointer)", () 
     const rule = await run(checkpointRule(sql))
     expect(rule.walBytes).toBeCloseTo((1024 * 1024 * 1024) / 1.9, -3)
     expect(rule.everyMs).toBe(300_000)
+    expect(rule.idleBytes).toBe(IDLE_CHECKPOINT_BYTES)
   })
 
   it("checkpoints once the WAL since the redo point reaches the rule's size, and the segments before it go", async () => {
-    const rule = { walBytes: 16 * 1024 * 1024, everyMs: 60_000 }
+    const rule = { walBytes: 16 * 1024 * 1024, everyMs: 60_000, idleBytes: GB }
     const state = { at: 0, lsn: (await run(walPosition(sql))).lsn }
     // Left alone, the redo point stays where the store opened and every segment since is kept.
     const before = await redo()
@@ -201,25 +204,59 @@ describe("the embedded database's checkpoints (PGlite has no checkpointer)", () 
     expect(await run(checkpointIfDue(sql, rule, state, 0))).toBeUndefined()
   })
 
-  it("checkpoints after the rule's time only if WAL was written since the last one", async () => {
-    const rule = { walBytes: 1024 * 1024 * 1024, everyMs: 60_000 }
-    const state = { at: 0, lsn: "" }
+  it("checkpoints after the rule's time if WAL was written since the last one: at an idle check, or at twice the time", async () => {
+    const rule = { walBytes: GB, everyMs: 60_000, idleBytes: GB }
+    const state: CheckpointState = { at: 0, lsn: "" }
+    const check = (now: number) => run(checkpointIfDue(sql, rule, state, now))
+    const one = () => run(sql.exec("INSERT INTO filler VALUES ('one more')"))
     await writeWal(1)
-    expect(await run(checkpointIfDue(sql, rule, state, 60_000))).toMatchObject({ cause: "time" })
+    // The first check cannot tell whether the store is idle (nothing seen before it).
+    expect(await check(60_000)).toBeUndefined()
+    // A second later, nothing written meanwhile: idle, and the time has come.
+    expect(await check(61_000)).toMatchObject({ cause: "time" })
     const after = await redo()
     // Time again, nothing written: nothing to do.
-    expect(await run(checkpointIfDue(sql, rule, state, 120_000))).toBeUndefined()
+    expect(await check(121_000)).toBeUndefined()
     expect(await redo()).toBe(after)
-    // A write, but before the time: nothing yet; at the time: a checkpoint.
-    await run(sql.exec("INSERT INTO filler VALUES ('one more')"))
-    expect(await run(checkpointIfDue(sql, rule, state, 119_999))).toBeUndefined()
-    expect(await run(checkpointIfDue(sql, rule, state, 120_000))).toMatchObject({ cause: "time" })
+    // Written to before every check: the time waits for an idle one, up to twice the time.
+    await one()
+    expect(await check(121_001)).toBeUndefined()
+    await one()
+    expect(await check(180_999)).toBeUndefined()
+    await one()
+    expect(await check(181_000)).toMatchObject({ cause: "time" })
+    // A write, then idle checks: nothing before the time, a checkpoint at it.
+    await one()
+    expect(await check(181_500)).toBeUndefined()
+    expect(await check(240_999)).toBeUndefined()
+    expect(await check(241_000)).toMatchObject({ cause: "time" })
+  })
+
+  it("checkpoints at an idle check once the WAL since the redo point reaches the idle size, never while written to", async () => {
+    const rule = { walBytes: GB, everyMs: 3_600_000, idleBytes: 8 * 1024 * 1024 }
+    const state: CheckpointState = { at: 0, lsn: (await run(walPosition(sql))).lsn }
+    const check = (now: number) => run(checkpointIfDue(sql, rule, state, now))
+    await writeWal(12)
+    // The first check: written since the last look.
+    expect(await check(1_000)).toBeUndefined()
+    await writeWal(1)
+    expect(await check(2_000)).toBeUndefined()
+    const before = await redo()
+    // A second with nothing written: the checkpoint.
+    const done = await check(3_000)
+    expect(done).toMatchObject({ cause: "idle" })
+    expect(done!.walBytes).toBeGreaterThanOrEqual(rule.idleBytes)
+    expect(await redo() > before).toBe(true)
+    // Idle again with little written since: nothing.
+    await writeWal(1)
+    expect(await check(4_000)).toBeUndefined()
+    expect(await check(5_000)).toBeUndefined()
   })
 
   it("checkpoints from the store's maintenance fiber", async () => {
     const before = await redo()
     await writeWal(20)
-    const fiber = Effect.runFork(pgliteMaintenance(sql, "1 hour", "20 millis", { walBytes: 16 * 1024 * 1024, everyMs: 3_600_000 }))
+    const fiber = Effect.runFork(pgliteMaintenance(sql, "1 hour", "20 millis", { walBytes: 16 * 1024 * 1024, everyMs: 3_600_000, idleBytes: GB }))
     try {
       const deadline = Date.now() + 20_000
       while ((await redo()) === before && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
