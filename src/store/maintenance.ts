@@ -112,7 +112,7 @@ export const maintainOnce = (sql: SqlClient, pass: Pass = "full"): Effect.Effect
  * more since the redo point; and the time rule, being a bound on how old the redo point gets and
  * not on the disk, waits for such a moment up to a second `checkpoint_timeout`. Meters that report
  * together every quarter of an hour then have their checkpoint between two rounds, not during one
- * (bench:store's bursts case). The WAL size rule still comes whenever it is due.
+ * (bench:bursts). The WAL size rule still comes whenever it is due.
  */
 export interface CheckpointRule {
   /** The WAL since the last checkpoint's redo point that starts one. */
