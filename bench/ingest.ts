@@ -259,44 +259,24 @@ const probeMemory = async (target: Target): Promise<MemoryUsage | undefined> => 
 const fakeDevices = (): Array<DeviceCredential> =>
   Array.from({ length: settings.devices }, (_, i) => ({ id: `dev_bench${RUN}${String(i).padStart(5, "0")}`, key: "" }))
 
-const startAedes = async (): Promise<Target> => {
-  const child = node("bare aedes", [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST })
-  const close = onShutdown(() => stop(child))
-  const [, port] = await child.waitForLine(/bare aedes listening on [\d.]+:(\d+)/, 60_000)
-  return {
-    name: "bare aedes",
-    ceiling: true,
-    pid: child.process.pid,
-    mqttUrl: `mqtt://${HOST}:${port}`,
-    ca: undefined,
-    coap: undefined,
-    httpUrl: undefined,
-    appKey: "",
-    devices: fakeDevices(),
-    database: undefined,
-    stored: undefined,
-    child,
-    close
-  }
-}
-
 /**
- * The durable peers (bench/aedes-bare.ts with a store): aedes that acknowledges and forwards a
- * publish only after committing it as a row, by group commit, on a fresh Postgres database or
- * PGlite data directory of its own. What the durable path costs any broker on this machine, beside
- * what Voltaic adds to it (devices, validation, the events' indexes, the bus, PGlite's thread).
+ * bench/aedes-bare.ts: bare (no store), or one of the durable peers: aedes that acknowledges and
+ * forwards a publish only after committing it as a row, by group commit, on a fresh Postgres
+ * database or PGlite data directory of its own. What the durable path costs any broker on this
+ * machine, beside what Voltaic adds to it (devices, validation, the events' indexes, the bus,
+ * PGlite's thread).
  */
-const startDurableAedes = async (store: "Postgres" | "PGlite"): Promise<Target> => {
-  const name = store === "Postgres" ? DURABLE_PEERS[0] : DURABLE_PEERS[1]
-  let env: Record<string, string>
+const startAedes = async (store?: "Postgres" | "PGlite"): Promise<Target> => {
+  const name = store === undefined ? "bare aedes" : store === "Postgres" ? DURABLE_PEERS[0] : DURABLE_PEERS[1]
+  let env: Record<string, string> = {}
   let database: string | undefined
-  let cleanup: () => Promise<void>
+  let cleanup = async () => {}
   if (store === "Postgres") {
     const db = await createBenchDatabase(settings.pgAdminUrl, "voltaic_ingest_peer")
     env = { DURABLE_DATABASE_URL: db.url }
     database = db.name
     cleanup = db.drop
-  } else {
+  } else if (store === "PGlite") {
     const dataDir = mkdtempSync(join(tmpdir(), "voltaic-bench-peer-pglite-"))
     env = { DURABLE_PGLITE_DIR: dataDir }
     cleanup = async () => rmSync(dataDir, { recursive: true, force: true })
@@ -305,7 +285,7 @@ const startDurableAedes = async (store: "Postgres" | "PGlite"): Promise<Target> 
   const removeStore = onShutdown(cleanup)
   const child = node(name, [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST, ...env })
   const stopBroker = onShutdown(() => stop(child))
-  const [, port] = await child.waitForLine(/durable aedes listening on [\d.]+:(\d+)/, 60_000)
+  const [, port] = await child.waitForLine(/(?:bare|durable) aedes listening on [\d.]+:(\d+)/, 60_000)
   return {
     name,
     ceiling: true,
@@ -553,9 +533,9 @@ const startPeer = (): Promise<Target> => {
 }
 
 const targetStarters: Record<(typeof TARGETS)[number], () => Promise<Target>> = {
-  aedes: startAedes,
-  "aedes-postgres": () => startDurableAedes("Postgres"),
-  "aedes-pglite": () => startDurableAedes("PGlite"),
+  aedes: () => startAedes(),
+  "aedes-postgres": () => startAedes("Postgres"),
+  "aedes-pglite": () => startAedes("PGlite"),
   mosquitto: startMosquitto,
   postgres: () => startPostgres("Postgres"),
   pglite: () => startPglite(),
