@@ -8,16 +8,14 @@
  * broker can do that, like Voltaic, acknowledges and forwards a publish only once it is committed:
  * each publish becomes a row of one table (topic, payload, client; an identity key), written by
  * group commit on one connection — a batch goes at the end of the event loop's turn in which the
- * store was found idle, and what arrives while it commits waits and goes together in the next — and aedes is let go on with the
- * publish (PUBACK, forwarding) only after its batch committed (`authorizePublish`, which aedes
- * runs before both). No authentication, no device registry, no parsing of the payload. It prints
- * `durable aedes listening on <host>:<port>`.
+ * store was found idle, and what arrives while it commits waits and goes together in the next —
+ * and aedes is let go on with the publish (PUBACK, forwarding) only after its batch committed
+ * (`authorizePublish`, which aedes runs before both). No authentication, no device registry, no
+ * parsing of the payload. It prints `durable aedes listening on <host>:<port>`. The stores'
+ * modules are loaded only for a durable peer: the bare broker's memory is measured.
  */
 import { Aedes, type AedesOptions } from "aedes"
 import { type AddressInfo, createServer } from "node:net"
-import { PGlite } from "@electric-sql/pglite"
-import postgres from "postgres"
-import { durableDisk } from "../src/store/pgliteDisk.ts"
 
 const host = process.env.HOST ?? "127.0.0.1"
 const databaseUrl = process.env.DURABLE_DATABASE_URL
@@ -40,7 +38,8 @@ interface Store {
   readonly close: () => Promise<void>
 }
 
-const postgresStore = (url: string): Store => {
+const postgresStore = async (url: string): Promise<Store> => {
+  const { default: postgres } = await import("postgres")
   const sql = postgres(url, { max: 1, onnotice: () => {} })
   return {
     run: async (statement, params = []) => void await sql.unsafe(statement, params.map((p) => [...p])),
@@ -52,6 +51,8 @@ const postgresStore = (url: string): Store => {
 const textArray = (items: ReadonlyArray<string>) => `{${items.map((i) => `"${i.replaceAll("\\", "\\\\").replaceAll("\"", "\\\"")}"`).join(",")}}`
 
 const pgliteStore = async (dir: string): Promise<Store> => {
+  const { PGlite } = await import("@electric-sql/pglite")
+  const { durableDisk } = await import("../src/store/pgliteDisk.ts")
   const db = await PGlite.create(durableDisk(dir))
   return {
     run: async (statement, params = []) => void await db.query(statement, params.map(textArray)),
@@ -101,7 +102,7 @@ const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizeP
 }
 
 const durable = databaseUrl !== undefined && databaseUrl !== ""
-  ? await groupCommit(postgresStore(databaseUrl))
+  ? await groupCommit(await postgresStore(databaseUrl))
   : pgliteDir !== undefined && pgliteDir !== ""
   ? await groupCommit(await pgliteStore(pgliteDir))
   : undefined
