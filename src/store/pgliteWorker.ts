@@ -6,7 +6,7 @@
  * Only erasable TypeScript here: Node 24 (and Deno) run this file as it is, and `npm run build`
  * compiles it beside `embedded.js`.
  */
-import { PGlite, protocol, type Transaction } from "@electric-sql/pglite"
+import { PGlite, protocol, type Results, type Transaction } from "@electric-sql/pglite"
 import { createHash } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
@@ -29,8 +29,18 @@ const thrown = (cause: unknown): ThrownError => {
 }
 
 const reply = (message: Reply) => port.postMessage(message)
-
 const fail = (id: number, cause: unknown) => reply({ id, error: thrown(cause) })
+
+/** Answers request `id` once `run` settles: with its result (a query's), or with its failure, thrown at once or later. */
+const answer = (id: number, run: () => Promise<Results<unknown> | undefined>) => {
+  let pending: Promise<Results<unknown> | undefined>
+  try {
+    pending = run()
+  } catch (cause) {
+    return fail(id, cause)
+  }
+  pending.then((result) => reply(result === undefined ? { id } : { id, result }), (cause: unknown) => fail(id, cause))
+}
 
 /** Frontend protocol messages as one buffer, for `execProtocol`. */
 const messages = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
@@ -165,36 +175,12 @@ const start = async (data: StartData) => {
   port.on("message", (request: Request) => {
     const { id } = request
     switch (request.op) {
-      case "query": {
-        let pending
-        try {
-          pending = target(request.tx).query(request.text, request.params, request.array ? { rowMode: "array" } : undefined)
-        } catch (cause) {
-          return fail(id, cause)
-        }
-        pending.then((result) => reply({ id, result }), (cause: unknown) => fail(id, cause))
-        return
-      }
-      case "exec": {
-        let pending
-        try {
-          pending = target(request.tx).exec(request.text)
-        } catch (cause) {
-          return fail(id, cause)
-        }
-        pending.then(() => reply({ id }), (cause: unknown) => fail(id, cause))
-        return
-      }
-      case "write": {
-        let pending
-        try {
-          pending = write(target(request.tx), request.text, request.params)
-        } catch (cause) {
-          return fail(id, cause)
-        }
-        pending.then(() => reply({ id }), (cause: unknown) => fail(id, cause))
-        return
-      }
+      case "query":
+        return answer(id, () => target(request.tx).query(request.text, request.params, request.array ? { rowMode: "array" } : undefined))
+      case "exec":
+        return answer(id, async () => void await target(request.tx).exec(request.text))
+      case "write":
+        return answer(id, async () => void await write(target(request.tx), request.text, request.params))
       case "script": {
         // One request for the whole transaction: no round trip to the other thread between statements.
         const steps = request.steps
@@ -207,14 +193,7 @@ const start = async (data: StartData) => {
             } else await on.query(step.text, params === undefined ? undefined : [...params], step.blob === undefined ? undefined : { blob: new Blob([step.blob]) })
           }
         }
-        let pending
-        try {
-          pending = request.tx === undefined ? db.transaction(run) : run(target(request.tx))
-        } catch (cause) {
-          return fail(id, cause)
-        }
-        pending.then(() => reply({ id }), (cause: unknown) => fail(id, cause))
-        return
+        return answer(id, async () => void await (request.tx === undefined ? db.transaction(run) : run(target(request.tx))))
       }
       case "begin": {
         // Opened when PGlite runs the callback (after BEGIN), held until an `end` settles it.
@@ -245,10 +224,8 @@ const start = async (data: StartData) => {
         )
         return
       }
-      case "close": {
-        db.close().then(() => reply({ id }), (cause: unknown) => fail(id, cause))
-        return
-      }
+      case "close":
+        return answer(id, async () => void await db.close())
     }
   })
   reply({ id: 0, origin })
