@@ -68,12 +68,11 @@ const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizeP
     payload text NOT NULL,
     received_at timestamptz NOT NULL DEFAULT now()
   )`)
-  let queue: Array<Waiting> = []
+  const queue: Array<Waiting> = []
   let writing = false
   const write = async () => {
     while (queue.length > 0) {
-      const batch = queue.slice(0, MAX_BATCH)
-      queue = queue.slice(batch.length)
+      const batch = queue.splice(0, MAX_BATCH)
       let failure: Error | null = null
       try {
         await sql.run(

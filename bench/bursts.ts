@@ -108,15 +108,12 @@ const runOnce = async (checkout: Checkout): Promise<Run> => {
          SELECT d.id, $2, 'bench-' || d.id, d.id, $3, $3 FROM unnest($1::text[]) AS d(id)`,
       [devices, organisation, now0]
     ))
+    /** The redo point, and the WAL's insert position in bytes. */
     const position = async () => {
-      const [row] = await run(sql.query<{ redo: string; lsn: string }>(
-        "SELECT redo_lsn::text AS redo, pg_current_wal_insert_lsn()::text AS lsn FROM pg_control_checkpoint()"
+      const [row] = await run(sql.query<{ redo: string; bytes: number }>(
+        "SELECT redo_lsn::text AS redo, (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::float8 AS bytes FROM pg_control_checkpoint()"
       ))
-      return row
-    }
-    const mbBetween = async (from: string, to: string) => {
-      const [row] = await run(sql.query<{ mb: number }>("SELECT (($2::pg_lsn - $1::pg_lsn)::float8 / 1e6) AS mb", [from, to]))
-      return Number(row.mb)
+      return { redo: row.redo, bytes: Number(row.bytes) }
     }
     let n = 0
     const bursts: Array<Burst> = []
@@ -155,7 +152,7 @@ const runOnce = async (checkout: Checkout): Promise<Run> => {
         batchMs: batchMs.sort((a, b) => a - b),
         checkpointInBurst: after.redo !== before.redo,
         checkpointInGap: gapEnd.redo !== after.redo,
-        walMb: await mbBetween(before.lsn, after.lsn)
+        walMb: (after.bytes - before.bytes) / 1e6
       })
       process.stdout.write(".")
     }
