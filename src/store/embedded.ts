@@ -57,6 +57,11 @@ export interface EmbeddedDb extends EmbeddedQueryable {
    * failure re-thrown) when it rejects. Other statements wait until it ends.
    */
   transaction<A>(f: (tx: EmbeddedQueryable) => Promise<A>): Promise<A>
+  /**
+   * Gives each btree index that has none an empty free-space map (on disk; in memory nothing):
+   * see `freeSpaceMaps` in pgliteWorker.ts. Answers how many it made. `migrate` calls it last.
+   */
+  freeSpaceMaps(): Promise<number>
   close(): Promise<void>
 }
 
@@ -89,12 +94,14 @@ export type Request =
   | { readonly id: number; readonly op: "script"; readonly steps: ReadonlyArray<ScriptStatement>; readonly tx: number | undefined }
   | { readonly id: number; readonly op: "begin" }
   | { readonly id: number; readonly op: "end"; readonly tx: number; readonly commit: boolean }
+  | { readonly id: number; readonly op: "freeSpaceMaps" }
   | { readonly id: number; readonly op: "close" }
 
-/** The answer to request `id` (0: the worker's start, with `origin`); `result` for a query. */
+/** The answer to request `id` (0: the worker's start, with `origin`); `result` for a query, `made` for `freeSpaceMaps`. */
 export interface Reply {
   readonly id: number
   readonly result?: Results<unknown>
+  readonly made?: number
   readonly error?: ThrownError
   readonly origin?: Origin
 }
@@ -253,6 +260,7 @@ export const openEmbedded = (dataDir: string | undefined, template: string | nul
         await call({ id: next++, op: "end", tx, commit: true })
         return value
       },
+      freeSpaceMaps: () => call({ id: next++, op: "freeSpaceMaps" }).then((reply) => reply.made ?? 0),
       close: async () => {
         if (ended !== undefined) return
         try {

@@ -28,7 +28,8 @@ export const loadMigrations = Effect.tryPromise({
 
 /**
  * Applies each numbered file of `migrations/` exactly once, in order, each in its own
- * transaction, recorded in `schema_migrations`. Returns the names applied now.
+ * transaction, recorded in `schema_migrations`, then (PGlite on disk) gives indexes without a
+ * free-space map an empty one. Returns the names applied now.
  */
 export const migrate = Effect.gen(function*() {
   const sql = yield* Sql
@@ -58,6 +59,14 @@ export const migrate = Effect.gen(function*() {
       })
     )
     if (done) applied.push(migration.name)
+  }
+  // PGlite on disk: the indexes, the migrations' new ones too, get free-space maps (pgliteWorker.ts),
+  // which only spare its thread work: a failure is reported, not fatal.
+  const embedded = sql.embedded
+  if (embedded !== undefined) {
+    yield* Effect.tryPromise(() => embedded.freeSpaceMaps()).pipe(
+      Effect.catchCause((cause) => Effect.logWarning("store: the indexes' free-space maps were not made", cause))
+    )
   }
   return applied
 })
