@@ -8,6 +8,12 @@
  *
  * Variants, each on its own new database, take one part away at a time, to price it:
  * - `as migrated`: what Voltaic runs; the peer the others are measured against;
+ * - `half-size batches`: 2,000 events, the writer's largest batch on PGlite before `PGLITE_MAX_BATCH` (each
+ *   batch touches each of its devices once);
+ * - `device check with its row lock`: 0016's check as Postgres runs it, before 0019 left its
+ *   `FOR KEY SHARE` out on PGlite;
+ * - `indexes without free-space maps`: events' indexes rewritten after `migrate` gave them their
+ *   maps, as every index was before (each page split asked the file system for the missing fork);
  * - `devices' pages full`: devices at fillfactor 100, as before migrations/0015 (a device's
  *   `lastSeenAt` moved to another page, with an entry in each of its eight indexes);
  * - `device checked per row`: events' foreign key to devices, as before migrations/0016 (a query
@@ -22,13 +28,13 @@
  * Rounds alternate between the variants (the order turned each round); the first fifth is warm-up.
  * Each store vacuums itself as `npm start`'s does (src/store/maintenance.ts).
  *
- * Settings (environment): BENCH_BATCH events per batch (1000, about what a QoS 0 run's batches
- * hold), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant
+ * Settings (environment): BENCH_BATCH events per batch (`PGLITE_MAX_BATCH`, 4,000: what a QoS 0
+ * flood's batches hold), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant
  * (150), BENCH_VARIANTS (the variants to run, by name, comma-separated; "as migrated", the base of
  * the comparison, always runs), BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
 import { Effect, ManagedRuntime } from "effect"
-import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { newId } from "../src/domain/ids.ts"
@@ -36,6 +42,7 @@ import { COPY_EVENTS, type EventRow, INSERT_EVENTS_TOUCH_ONE_SESSION, lastSeen, 
 import { eventsCopyText, eventsDocument, seenDocument } from "../src/store/batchText.ts"
 import { migrate } from "../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../src/store/Sql.ts"
+import { PGLITE_MAX_BATCH } from "../src/store/Writer.ts"
 import {
   benchRoot,
   gitState,
@@ -51,7 +58,7 @@ import {
 } from "./harness.ts"
 
 const settings = {
-  batch: intSetting("BENCH_BATCH", 1000, 1),
+  batch: intSetting("BENCH_BATCH", PGLITE_MAX_BATCH, 1),
   devices: intSetting("BENCH_DEVICES", 1000, 1),
   rounds: intSetting("BENCH_ROUNDS", 150, 10),
   record: process.env.BENCH_NO_RECORD === undefined
@@ -61,6 +68,14 @@ const DROP_DEVICE_CHECK = "DROP TRIGGER events_device_inserted ON events"
 const DROP_TIME_INDEX = "DROP INDEX events_device_time"
 const DROP_NAME_INDEX = "DROP INDEX events_device_name_time"
 
+/** 0016's device check, with its row lock, as it stands on Postgres (0019 replaced it on PGlite). */
+const LOCKING_DEVICE_CHECK = (() => {
+  const migration = readFileSync(new URL("../migrations/0016_events_device_check.sql", import.meta.url), "utf8")
+  const create = /CREATE FUNCTION events_device_exists\(\)[\s\S]*?\n\$\$;/.exec(migration)
+  if (create === null) throw new Error("migrations/0016: no events_device_exists function found")
+  return create[0].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+})()
+
 interface Variant {
   readonly name: string
   readonly ddl: ReadonlyArray<string>
@@ -68,6 +83,8 @@ interface Variant {
   readonly touch: boolean
   /** The one statement of a small batch (`INSERT_EVENTS_TOUCH_ONE_SESSION`), not COPY. */
   readonly statement?: true
+  /** Events per batch, when not `BENCH_BATCH` (µs per event are compared). */
+  readonly batch?: number
 }
 
 const ALL_VARIANTS: ReadonlyArray<Variant> = [
@@ -79,6 +96,10 @@ const ALL_VARIANTS: ReadonlyArray<Variant> = [
     touch: true
   },
   { name: "devices' pages full (before 0015)", ddl: ["ALTER TABLE devices SET (fillfactor = 100)"], touch: true },
+  { name: "half-size batches (the writer's before)", ddl: [], touch: true, batch: 2_000 },
+  { name: "device check with its row lock (before 0019)", ddl: [LOCKING_DEVICE_CHECK], touch: true },
+  // A rewritten index has a new file without the map `migrate` gave the first (pgliteWorker.ts).
+  { name: "indexes without free-space maps (before migrate made them)", ddl: ["REINDEX TABLE events"], touch: true },
   { name: "no device check", ddl: [DROP_DEVICE_CHECK], touch: true },
   { name: "no (device, timestamp) index", ddl: [DROP_TIME_INDEX], touch: true },
   { name: "no (device, name, timestamp) index", ddl: [DROP_NAME_INDEX], touch: true },
@@ -120,11 +141,14 @@ const open = async (variant: Variant, deviceIds: ReadonlyArray<string>): Promise
   return { variant, sql, run, perEvent: [] }
 }
 
-/** The next batch: `batch` events over the devices in turn, as one device's payload would be. */
-const makeBatch = (deviceIds: ReadonlyArray<string>, from: number): Array<EventRow> => {
+/** Events per batch of a variant. */
+const batchOf = (variant: Variant) => variant.batch ?? settings.batch
+
+/** The next batch: `size` events over the devices in turn, as one device's payload would be. */
+const makeBatch = (deviceIds: ReadonlyArray<string>, from: number, size: number): Array<EventRow> => {
   const now = Date.now()
   const rows: Array<EventRow> = []
-  for (let i = 0; i < settings.batch; i++) {
+  for (let i = 0; i < size; i++) {
     const n = from + i
     rows.push({
       id: newId("evt", now),
@@ -178,12 +202,16 @@ const main = async (): Promise<number> => {
   for (let round = 0; round < settings.rounds; round++) {
     for (let k = 0; k < stores.length; k++) {
       const store = stores[(round + k) % stores.length]
-      const rows = makeBatch(deviceIds, sent)
-      sent += rows.length
-      const started = performance.now()
-      await write(store, rows)
-      const us = ((performance.now() - started) * 1000) / rows.length
-      if (round >= warmup) store.perEvent.push(us)
+      // Every variant takes `BENCH_BATCH` events a round: one of smaller batches takes several.
+      const size = batchOf(store.variant)
+      for (let taken = 0; taken < settings.batch; taken += size) {
+        const rows = makeBatch(deviceIds, sent, Math.min(size, settings.batch - taken))
+        sent += rows.length
+        const started = performance.now()
+        await write(store, rows)
+        const us = ((performance.now() - started) * 1000) / rows.length
+        if (round >= warmup) store.perEvent.push(us)
+      }
     }
     if ((round + 1) % 25 === 0) process.stdout.write(`  round ${round + 1}/${settings.rounds}\n`)
   }
