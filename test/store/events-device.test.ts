@@ -82,26 +82,6 @@ describe.each(STORE_KINDS)("events' device on %s", (kind) => {
     expect(await count("events WHERE organisation_id = $1", [organisationId])).toBe(3)
   })
 
-  it("names the missing device in the failure's detail", async () => {
-    const { organisationId, devices } = await seed(1)
-    const exit = await Effect.runPromiseExit(sql.query(
-      "INSERT INTO events (id, organisation_id, device_id, name, timestamp, received_at, protocol) VALUES ($1, $2, $3, 'x', 1, 1, 'http'), ($4, $2, 'dev_gone', 'x', 1, 1, 'http')",
-      [newId("evt"), organisationId, devices[0], newId("evt")]
-    ))
-    expect(failureCode(exit)).toBe("23503")
-    const reason = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isFailReason) : undefined
-    const cause: unknown = reason?.error.cause
-    const detail = typeof cause === "object" && cause !== null && "detail" in cause ? cause.detail : undefined
-    expect(detail).toBe("Key (device_id)=(dev_gone) is not present in table \"devices\".")
-  })
-
-  it(kind === "pglite"
-    ? "locks no device row on PGlite, whose one session no other transaction can delete a device in (0019)"
-    : "locks each device FOR KEY SHARE on Postgres, against a delete in another transaction", async () => {
-    const [{ source }] = await run(sql.query<{ source: string }>("SELECT prosrc AS source FROM pg_proc WHERE proname = 'events_device_exists'"))
-    expect(source.includes("FOR KEY SHARE")).toBe(kind === "postgres")
-  })
-
   it("checks a batch large enough for PGlite's COPY the same way", async () => {
     const { organisationId, devices } = await seed(10)
     const items = Array.from({ length: COPY_EVENTS_FROM_ROWS }, (_, i) => event(organisationId, devices[i % devices.length]))
