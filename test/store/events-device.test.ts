@@ -82,6 +82,19 @@ describe.each(STORE_KINDS)("events' device on %s", (kind) => {
     expect(await count("events WHERE organisation_id = $1", [organisationId])).toBe(3)
   })
 
+  it("names the missing device in the failure's detail", async () => {
+    const { organisationId, devices } = await seed(1)
+    const exit = await Effect.runPromiseExit(sql.query(
+      "INSERT INTO events (id, organisation_id, device_id, name, timestamp, received_at, protocol) VALUES ($1, $2, $3, 'x', 1, 1, 'http'), ($4, $2, 'dev_gone', 'x', 1, 1, 'http')",
+      [newId("evt"), organisationId, devices[0], newId("evt")]
+    ))
+    expect(failureCode(exit)).toBe("23503")
+    const reason = Exit.isFailure(exit) ? exit.cause.reasons.find(Cause.isFailReason) : undefined
+    const cause: unknown = reason?.error.cause
+    const detail = typeof cause === "object" && cause !== null && "detail" in cause ? cause.detail : undefined
+    expect(detail).toBe("Key (device_id)=(dev_gone) is not present in table \"devices\".")
+  })
+
   it("checks a batch large enough for PGlite's COPY the same way", async () => {
     const { organisationId, devices } = await seed(10)
     const items = Array.from({ length: COPY_EVENTS_FROM_ROWS }, (_, i) => event(organisationId, devices[i % devices.length]))
