@@ -10,8 +10,8 @@
  * - `as migrated`: what Voltaic runs; the peer the others are measured against;
  * - `half-size batches`: 2,000 events, the writer's largest batch on PGlite before `PGLITE_MAX_BATCH` (each
  *   batch touches each of its devices once);
- * - `device check with its row lock`: 0016's check as Postgres runs it, before 0019 left its
- *   `FOR KEY SHARE` out on PGlite;
+ * - `indexes ending in id`: events' secondary indexes as before migrations/0019, 31 bytes longer
+ *   an entry;
  * - `indexes without free-space maps`: events' indexes rewritten after `migrate` gave them their
  *   maps, as every index was before (each page split asked the file system for the missing fork);
  * - `devices' pages full`: devices at fillfactor 100, as before migrations/0015 (a device's
@@ -34,7 +34,7 @@
  * the comparison, always runs), BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
 import { Effect, ManagedRuntime } from "effect"
-import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { newId } from "../src/domain/ids.ts"
@@ -68,13 +68,6 @@ const DROP_DEVICE_CHECK = "DROP TRIGGER events_device_inserted ON events"
 const DROP_TIME_INDEX = "DROP INDEX events_device_time"
 const DROP_NAME_INDEX = "DROP INDEX events_device_name_time"
 
-/** 0016's device check, with its row lock, as it stands on Postgres (0019 replaced it on PGlite). */
-const LOCKING_DEVICE_CHECK = (() => {
-  const migration = readFileSync(new URL("../migrations/0016_events_device_check.sql", import.meta.url), "utf8")
-  const create = /CREATE FUNCTION events_device_exists\(\)[\s\S]*?\n\$\$;/.exec(migration)
-  if (create === null) throw new Error("migrations/0016: no events_device_exists function found")
-  return create[0].replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
-})()
 
 interface Variant {
   readonly name: string
@@ -85,6 +78,8 @@ interface Variant {
   readonly statement?: true
   /** Events per batch, when not `BENCH_BATCH` (µs per event are compared). */
   readonly batch?: number
+  /** The indexes its DDL made are left without the free-space maps `migrate` gives the others. */
+  readonly noMaps?: true
 }
 
 const ALL_VARIANTS: ReadonlyArray<Variant> = [
@@ -97,9 +92,17 @@ const ALL_VARIANTS: ReadonlyArray<Variant> = [
   },
   { name: "devices' pages full (before 0015)", ddl: ["ALTER TABLE devices SET (fillfactor = 100)"], touch: true },
   { name: "half-size batches (the writer's before)", ddl: [], touch: true, batch: 2_000 },
-  { name: "device check with its row lock (before 0019)", ddl: [LOCKING_DEVICE_CHECK], touch: true },
-  // A rewritten index has a new file without the map `migrate` gave the first (pgliteWorker.ts).
-  { name: "indexes without free-space maps (before migrate made them)", ddl: ["REINDEX TABLE events"], touch: true },
+  {
+    name: "indexes ending in id (before 0019)",
+    ddl: [
+      DROP_TIME_INDEX,
+      DROP_NAME_INDEX,
+      "CREATE INDEX events_device_time ON events (device_id, timestamp, id)",
+      "CREATE INDEX events_device_name_time ON events (device_id, name, timestamp, id)"
+    ],
+    touch: true
+  },  // A rewritten index has a new file without the map `migrate` gave the first (pgliteWorker.ts).
+  { name: "indexes without free-space maps (before migrate made them)", ddl: ["REINDEX TABLE events"], touch: true, noMaps: true },
   { name: "no device check", ddl: [DROP_DEVICE_CHECK], touch: true },
   { name: "no (device, timestamp) index", ddl: [DROP_TIME_INDEX], touch: true },
   { name: "no (device, name, timestamp) index", ddl: [DROP_NAME_INDEX], touch: true },
@@ -131,6 +134,8 @@ const open = async (variant: Variant, deviceIds: ReadonlyArray<string>): Promise
   const sql = await run(Effect.service(Sql))
   await run(migrate)
   for (const statement of variant.ddl) await run(sql.exec(statement))
+  // Indexes the DDL made get their maps, as `migrate` gives them (pgliteWorker.ts).
+  if (variant.noMaps === undefined) await sql.embedded?.freeSpaceMaps()
   const now = Date.now()
   await run(sql.query("INSERT INTO organisations (id, name, created_at, updated_at) VALUES ($1, 'bench', $2, $2)", [ORGANISATION, now]))
   await run(sql.query(
