@@ -64,7 +64,8 @@ export const defaultWriterOptions: WriterOptions = {
  * bounds the embedded store's MQTT QoS 0 ingest. In a flood over 1,000 devices a batch of 2,000
  * held ~865 of them (0.43 per event), one of 4,000 ~980 (0.25 per event). A batch of 4,000 holds
  * the store's thread ~100 ms, which only a backlog that long builds (a lone event still goes at
- * once). bench:store prices it: the variant "half-size batches (the writer's before)".
+ * once). bench:store, 4,000 events a round over 1,000 devices: half-size batches cost 1.05-1.09×
+ * (the variant "half-size batches (the writer's before)"; bench/RESULTS.md, session 33).
  */
 export const PGLITE_MAX_BATCH = 4_000
 

@@ -136,8 +136,8 @@ const EMPTY_FSM_PAGE = new Uint8Array(8192)
  * one through the wasm frames, then the same `open` and `close` when it checks again. With an
  * empty page there, Postgres reads "no free page" from its buffer and asks the file system
  * nothing; a VACUUM that frees pages extends the fork as it would have made it. bench:store, the
- * writer's 4,000-event batches: 2.7-3.2 µs of 25-27 per stored event (the variant "indexes
- * without free-space maps"). FSM forks are not
+ * writer's 4,000-event batches, events' indexes without their maps: 1.03-1.12× the cost of a stored
+ * event in four runs (the variant "indexes without free-space maps"). FSM forks are not
  * WAL-logged (Postgres rebuilds what it needs of them), and a dropped or rewritten index takes
  * its forks with it, the new file getting its map at the next start's `migrate`.
  *
