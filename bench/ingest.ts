@@ -194,6 +194,9 @@ const AIMS = {
   p99OfPeer: 3,
   kbPerConnection: 20,
   pglite: 10_000,
+  /** Issue 19 item 2: PGlite's stored MQTT QoS 0 events/s, and that over bare aedes's in the same run. */
+  pgliteIssue19: 15_000,
+  pgliteOfAedes: 0.25,
   /** What metrics (and, reported the same way, TLS) may cost of the stored QoS 1 events/s (issue 17). */
   featureCost: 0.05
 }
@@ -1077,6 +1080,15 @@ const verdicts = (r: Results): Array<string> => {
   }
   verdict(`Postgres, ≤ ${AIMS.kbPerConnection} KB per idle MQTT connection`, r.idle.find((c) => c.target === "Postgres")?.kbPerConnection, (v) => v <= AIMS.kbPerConnection, (v) => `${v.toFixed(1)} KB`)
   verdict(`PGlite, MQTT QoS 0 ≥ ${int(AIMS.pglite)} stored events/s`, tp("PGlite", "MQTT QoS 0"), (v) => v >= AIMS.pglite, perSecond("PGlite", "MQTT QoS 0"))
+  // Issue 19 item 2: at least `pgliteIssue19` stored events/s and `pgliteOfAedes` of bare aedes's acknowledged, same run.
+  const pglite0 = tp("PGlite", "MQTT QoS 0")
+  const aedes0 = tp("bare aedes", "MQTT QoS 0")
+  verdict(
+    `PGlite, MQTT QoS 0 ≥ ${int(AIMS.pgliteIssue19)} stored events/s and ≥ ${AIMS.pgliteOfAedes}× bare aedes's (same run)`,
+    pglite0 === undefined || aedes0 === undefined ? undefined : pglite0 / aedes0,
+    (v) => v >= AIMS.pgliteOfAedes && pglite0 !== undefined && pglite0 >= AIMS.pgliteIssue19,
+    (v) => `${v.toFixed(2)}×: ${int(pglite0 ?? 0)} against ${int(aedes0 ?? 0)} events/s`
+  )
   if (peer !== undefined) {
     // Issue 16: the cluster layer may cost at most 10 % of the peer's stored QoS 1 events/s.
     const ours = tp("Postgres", "MQTT QoS 1")
