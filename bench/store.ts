@@ -68,7 +68,6 @@ const DROP_DEVICE_CHECK = "DROP TRIGGER events_device_inserted ON events"
 const DROP_TIME_INDEX = "DROP INDEX events_device_time"
 const DROP_NAME_INDEX = "DROP INDEX events_device_name_time"
 
-
 interface Variant {
   readonly name: string
   readonly ddl: ReadonlyArray<string>
@@ -101,7 +100,8 @@ const ALL_VARIANTS: ReadonlyArray<Variant> = [
       "CREATE INDEX events_device_name_time ON events (device_id, name, timestamp, id)"
     ],
     touch: true
-  },  // A rewritten index has a new file without the map `migrate` gave the first (pgliteWorker.ts).
+  },
+  // A rewritten index has a new file without the map `migrate` gave the first (pgliteWorker.ts).
   { name: "indexes without free-space maps (before migrate made them)", ddl: ["REINDEX TABLE events"], touch: true, noMaps: true },
   { name: "no device check", ddl: [DROP_DEVICE_CHECK], touch: true },
   { name: "no (device, timestamp) index", ddl: [DROP_TIME_INDEX], touch: true },
