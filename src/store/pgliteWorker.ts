@@ -141,25 +141,18 @@ const EMPTY_FSM_PAGE = new Uint8Array(8192)
  * WAL-logged (Postgres rebuilds what it needs of them), and a dropped or rewritten index takes
  * its forks with it, the new file getting its map at the next start's `migrate`.
  *
- * Runs between statements on this thread, so Postgres never finds the fork half made, and never
- * overwrites one (`wx`): a fork Postgres made meanwhile stays.
+ * Runs between statements on this thread, so Postgres never finds the fork half made nor makes
+ * one meanwhile; an existing fork is left as it is (and `wx` refuses to overwrite one).
  */
-const freeSpaceMaps = async (db: PGlite, dataDir: string | undefined, mapped: Set<string>): Promise<number> => {
+const freeSpaceMaps = async (db: PGlite, dataDir: string | undefined): Promise<number> => {
   if (dataDir === undefined) return 0
   const { rows } = await db.query<{ path: string }>(BTREE_INDEX_FILES)
   let made = 0
   for (const { path } of rows) {
-    if (mapped.has(path)) continue
-    const file = join(dataDir, `${path}_fsm`)
-    if (existsSync(join(dataDir, path)) && !existsSync(file)) {
-      try {
-        writeFileSync(file, EMPTY_FSM_PAGE, { flag: "wx", mode: 0o600 })
-        made += 1
-      } catch (cause) {
-        if ((cause as NodeJS.ErrnoException).code !== "EEXIST") throw cause
-      }
-    }
-    mapped.add(path)
+    const map = join(dataDir, `${path}_fsm`)
+    if (!existsSync(join(dataDir, path)) || existsSync(map)) continue
+    writeFileSync(map, EMPTY_FSM_PAGE, { flag: "wx", mode: 0o600 })
+    made += 1
   }
   return made
 }
@@ -179,8 +172,6 @@ const start = async (data: StartData) => {
     return
   }
   const open = new Map<number, Open>()
-  /** Index files seen with a free-space map (`freeSpaceMaps`). */
-  const mapped = new Set<string>()
   /**
    * The statements `write` ran, by text, each under the name it was prepared with in PGlite's one
    * session. PGlite's `query` parses, analyses and plans its statement anew at every call (an
@@ -277,7 +268,7 @@ const start = async (data: StartData) => {
         return
       }
       case "freeSpaceMaps":
-        return freeSpaceMaps(db, data.dataDir, mapped).then((made) => reply({ id, made }), (cause: unknown) => fail(id, cause))
+        return freeSpaceMaps(db, data.dataDir).then((made) => reply({ id, made }), (cause: unknown) => fail(id, cause))
       case "close":
         return answer(id, async () => void await db.close())
     }
