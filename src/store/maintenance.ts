@@ -29,7 +29,17 @@ import type { SqlClient, SqlError } from "./Sql.ts"
  * on PGlite's thread), none left for after it. That pass reads one counter per table (~1 ms)
  * and nothing else: a table of updated rows (devices' `lastSeenAt`) keeps autovacuum's rhythm,
  * as its vacuum costs what its indexes hold, not what changed.
- * Analyses of events take ~20 ms (migrations/0017), of the other tables less.
+ * Analyses of events take ~20-45 ms (migrations/0017), of the other tables less.
+ *
+ * A beat runs one statement at most. The minute's work after a flood was four statements back
+ * to back (vacuum of devices 13-21 ms, analyses of events 32-47 ms and commands 4-6 ms, vacuum
+ * and analyse of command runs 13-22 ms): one 60-80 ms hold, which ~90 command runs sent at
+ * 1,000/s waited out in turn, up to 62 ms each (bench:ingest's command case after its QoS 0
+ * case). So a pass's plan is worked through one table a beat: the store is held for one
+ * statement at a time, a second apart, and what arrives meanwhile goes between them. The plan
+ * is not made again until its tables are done, so none waits behind a table that stays due
+ * (events in a flood). The full pass's plan includes the appended pass's rule, so a flood's
+ * events are not left for the full pass's tables and its own next minute.
  */
 export const PGLITE_MAINTENANCE_EVERY = Duration.minutes(1)
 
@@ -65,31 +75,39 @@ const plan = (vacuum: string, analyze: string) => `SELECT "table", "vacuum", "an
 const DUE: Record<Pass, string> = {
   full: plan(
     `pg_stat_get_dead_tuples(c.oid) > 50 + 0.2 * greatest(c.reltuples, 0)
-      OR pg_stat_get_ins_since_vacuum(c.oid) > 1000 + 0.2 * greatest(c.reltuples, 0)
+      OR pg_stat_get_ins_since_vacuum(c.oid) > least(1000 + 0.2 * greatest(c.reltuples, 0), ${INSERTS_PER_VACUUM})
       OR age(c.relfrozenxid) > 200000000`,
     "pg_stat_get_mod_since_analyze(c.oid) > 50 + 0.1 * greatest(c.reltuples, 0)"
   ),
   appended: plan(`pg_stat_get_ins_since_vacuum(c.oid) > ${INSERTS_PER_VACUUM}`, "false")
 }
 
-/** One pass: each due table vacuumed (analysed with it when that is due too) or analysed, in turn. */
-export const maintainOnce = (sql: SqlClient, pass: Pass = "full"): Effect.Effect<Array<Maintained>, SqlError> =>
-  Effect.gen(function*() {
+/** A table a pass found due, and what it is due for. */
+export interface Due {
+  readonly table: string
+  readonly vacuum: boolean
+  readonly analyze: boolean
+}
+
+/** The tables due by a pass's conditions, in the order of their creation. */
+export const planPass = (sql: SqlClient, pass: Pass = "full"): Effect.Effect<ReadonlyArray<Due>, SqlError> =>
+  Effect.andThen(
     // PGlite's backend flushes its table counters to the statistics views only now and then
     // (at most once a second, at the end of a statement); the plan needs every row counted.
-    yield* sql.query("SELECT pg_stat_force_next_flush()")
-    const tables = yield* sql.query<{ table: string; vacuum: boolean; analyze: boolean }>(DUE[pass])
-    const done: Array<Maintained> = []
-    for (const { table, vacuum, analyze } of tables) {
-      const started = performance.now()
-      yield* sql.exec(vacuum ? (analyze ? `VACUUM (ANALYZE) ${table}` : `VACUUM ${table}`) : `ANALYZE ${table}`)
-      const ms = performance.now() - started
-      const action = vacuum ? "vacuum" : "analyze"
-      observeMaintenance(action, ms / 1000)
-      done.push({ table, action, ms })
-      yield* Effect.logDebug(`store: ${action}${vacuum && analyze ? " (with analyze)" : ""} ${table} took ${ms.toFixed(0)} ms`)
-    }
-    return done
+    sql.query("SELECT pg_stat_force_next_flush()"),
+    sql.query<Due>(DUE[pass])
+  )
+
+/** A due table vacuumed (analysed with it when that is due too) or analysed: one statement. */
+export const maintainTable = (sql: SqlClient, { table, vacuum, analyze }: Due): Effect.Effect<Maintained, SqlError> =>
+  Effect.gen(function*() {
+    const started = performance.now()
+    yield* sql.exec(vacuum ? (analyze ? `VACUUM (ANALYZE) ${table}` : `VACUUM ${table}`) : `ANALYZE ${table}`)
+    const ms = performance.now() - started
+    const action = vacuum ? "vacuum" : "analyze"
+    observeMaintenance(action, ms / 1000)
+    yield* Effect.logDebug(`store: ${action}${vacuum && analyze ? " (with analyze)" : ""} ${table} took ${ms.toFixed(0)} ms`)
+    return { table, action, ms }
   })
 
 /**
@@ -193,11 +211,12 @@ export const checkpointIfDue = (
   })
 
 /**
- * For as long as the fiber runs (the embedded store's scope): every `appendedEvery` a pass, the
- * full one when `every` has gone by since the last, else the appended one, then a checkpoint if
- * `rule` (by default Postgres's, from the settings) calls for one. A failed pass is logged and the
- * next one comes on time: the store may be closing, or a table dropped between the plan and its
- * vacuum.
+ * For as long as the fiber runs (the embedded store's scope): every `appendedEvery` one
+ * statement at most, the next table of the last plan; with none left, a new plan, the full
+ * pass's when `every` has gone by since the last, else the appended pass's, and its first table.
+ * Then a checkpoint if `rule` (by default Postgres's, from the settings) calls for one. A failed
+ * plan or statement is logged and the next beat comes on time: the store may be closing, or a
+ * table dropped between the plan and its vacuum.
  */
 export const pgliteMaintenance = (
   sql: SqlClient,
@@ -208,6 +227,8 @@ export const pgliteMaintenance = (
   Effect.gen(function*() {
     const fullEvery = Duration.toMillis(every)
     let lastFull = yield* Clock.currentTimeMillis
+    /** The last plan's tables not done yet, one a beat. */
+    let planned: Array<Due> = []
     // Read once the first pass runs, not here: the store's first statements are its own.
     let checkpoints: { readonly rule: CheckpointRule; readonly state: CheckpointState } | undefined
     const checkpoint = Effect.gen(function*() {
@@ -217,12 +238,19 @@ export const pgliteMaintenance = (
       }
       yield* checkpointIfDue(sql, checkpoints.rule, checkpoints.state, now)
     })
+    const beat = Effect.gen(function*() {
+      if (planned.length === 0) {
+        const now = yield* Clock.currentTimeMillis
+        const full = now - lastFull >= fullEvery
+        if (full) lastFull = now
+        planned = [...(yield* planPass(sql, full ? "full" : "appended"))]
+      }
+      const next = planned.shift()
+      if (next !== undefined) yield* maintainTable(sql, next)
+    })
     return yield* Effect.forever(Effect.gen(function*() {
       yield* Effect.sleep(appendedEvery)
-      const now = yield* Clock.currentTimeMillis
-      const full = now - lastFull >= fullEvery
-      if (full) lastFull = now
-      yield* maintainOnce(sql, full ? "full" : "appended").pipe(
+      yield* beat.pipe(
         Effect.catchCause((cause) => Effect.logWarning("store: the embedded database's vacuum pass failed", cause))
       )
       yield* checkpoint.pipe(

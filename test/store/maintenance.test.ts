@@ -2,7 +2,7 @@ import { Context, Effect, Exit, Fiber, Layer, Redacted, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { scrape } from "../../src/metrics.ts"
-import { type CheckpointState, checkpointIfDue, checkpointRule, IDLE_CHECKPOINT_BYTES, INSERTS_PER_VACUUM, maintainOnce, pgliteMaintenance, walPosition } from "../../src/store/maintenance.ts"
+import { type CheckpointState, checkpointIfDue, checkpointRule, IDLE_CHECKPOINT_BYTES, INSERTS_PER_VACUUM, maintainTable, type Pass, pgliteMaintenance, planPass, walPosition } from "../../src/store/maintenance.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { touchDevices } from "../../src/store/devices.ts"
 import { Sql, type SqlClient, SqlError } from "../../src/store/Sql.ts"
@@ -27,6 +27,10 @@ const openStore = async (kind: "pglite" | "postgres") => {
 }
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+
+/** A pass's plan worked through at once: each due table in turn. */
+const maintainOnce = (sql: SqlClient, pass: Pass = "full") =>
+  Effect.flatMap(planPass(sql, pass), (due) => Effect.forEach(due, (table) => maintainTable(sql, table)))
 
 describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
   let sql: SqlClient
@@ -126,6 +130,51 @@ describe("the embedded database's vacuum (PGlite has no autovacuum)", () => {
     const done = await run(maintainOnce(sql))
     expect(done).toContainEqual(expect.objectContaining({ table: `public."Odd Name"`, action: "vacuum" }))
     expect((await stats("Odd Name")).dead).toBe(0)
+  })
+
+  it("holds the store for one statement a beat: a plan's tables go one a beat, then the next plan", async () => {
+    const tables = ["spread_a", "spread_b", "spread_c"]
+    for (const table of tables) {
+      await run(sql.exec(`CREATE TABLE ${table} (id int PRIMARY KEY, v int);
+        INSERT INTO ${table} SELECT g, 0 FROM generate_series(1, 100) g; UPDATE ${table} SET v = 1;`))
+    }
+    // What the beats did, in order: each plan ("full" or "appended") and each statement, with its start.
+    const seen: Array<{ what: string; at: number }> = []
+    const recording: SqlClient = {
+      ...sql,
+      query: (text, params) => {
+        if (text.includes("pg_stat_get_ins_since_vacuum")) {
+          seen.push({ what: text.includes("pg_stat_get_dead_tuples") ? "full" : "appended", at: performance.now() })
+        }
+        return sql.query(text, params)
+      },
+      exec: (text) => {
+        if (/^(VACUUM|ANALYZE)/.test(text)) seen.push({ what: text, at: performance.now() })
+        return sql.exec(text)
+      }
+    }
+    // The full pass's minute is 200 ms here, its beat 40 ms.
+    const fiber = Effect.runFork(pgliteMaintenance(recording, "200 millis", "40 millis"))
+    try {
+      const deadline = Date.now() + 20_000
+      const vacuumed = async () => (await Promise.all(tables.map(stats))).every((s) => s.dead === 0)
+      while (!(await vacuumed()) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+      expect(await vacuumed()).toBe(true)
+    } finally {
+      await run(Fiber.interrupt(fiber))
+    }
+    const statements = seen.filter((s) => s.what !== "full" && s.what !== "appended")
+    // All three from one full plan, made once: the plans before it were the appended pass's.
+    const ours = statements.filter((s) => tables.some((t) => s.what === `VACUUM (ANALYZE) public.${t}`))
+    expect(ours).toHaveLength(3)
+    const fullPlans = seen.filter((s) => s.what === "full" && s.at < ours[2].at)
+    expect(fullPlans).toHaveLength(1)
+    expect(seen.filter((s) => s.what === "appended" && s.at < fullPlans[0].at).length).toBeGreaterThanOrEqual(1)
+    // No plan between them, and never two statements in one beat: a beat's sleep (40 ms) lies between any two.
+    expect(seen.filter((s) => s.at > ours[0].at && s.at < ours[2].at).map((s) => s.what)).toEqual([ours[1].what])
+    for (let i = 1; i < statements.length; i++) {
+      expect(statements[i].at - statements[i - 1].at, `${statements[i].what} after ${statements[i - 1].what}`).toBeGreaterThanOrEqual(39)
+    }
   })
 
   it("runs a pass on every beat, and one that fails does not stop the next", async () => {
