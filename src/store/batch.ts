@@ -1,4 +1,5 @@
 import { Cause, Duration, Effect, Exit, Schedule } from "effect"
+import { retryFailed } from "../domain/retry.ts"
 import type { ReadingInput } from "../energy/readings.ts"
 import { writeReadings } from "../energy/store.ts"
 import { touchDevices } from "./devices.ts"
@@ -243,10 +244,10 @@ export const cutOff = (exit: Exit.Exit<void, SqlError>) =>
  * it: stored twice at worst, never lost.
  */
 export const writeRetried = (sql: SqlClient, items: ReadonlyArray<WriteItem>, retryLostForMs: number) =>
-  writeBatch(sql, items).pipe(Effect.retry({
+  retryFailed(writeBatch(sql, items), {
     schedule: Schedule.max([
       Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")]),
       Schedule.during(Duration.millis(retryLostForMs))
     ]),
     while: isConnectionLoss
-  }))
+  })

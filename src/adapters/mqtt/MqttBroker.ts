@@ -7,6 +7,7 @@ import { Auth } from "../../auth/Auth.ts"
 import { Bus } from "../../bus/Bus.ts"
 import { INGESTED_TOPIC, subscriptionDevice } from "../../bus/topics.ts"
 import { InvalidInput } from "../../domain/errors.ts"
+import { retryFailed } from "../../domain/retry.ts"
 import { Activity } from "../../ingest/Activity.ts"
 import { Ingest, type IngestError } from "../../ingest/Ingest.ts"
 import { Sql } from "../../store/Sql.ts"
@@ -186,9 +187,10 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
       const ingestSlowly = (session: Session, client: Client, request: IngestRequest | InvalidInput): Effect.Effect<void, IngestError> =>
         request instanceof InvalidInput
           ? Effect.fail(request)
-          : ingestPublish(ingest, session.principal, request).pipe(
-            Effect.retry({ schedule: storeBehindRetry, while: (e) => e._tag === "Unavailable" && !client.closed })
-          )
+          : retryFailed(ingestPublish(ingest, session.principal, request), {
+            schedule: storeBehindRetry,
+            while: (e) => e._tag === "Unavailable" && !client.closed
+          })
 
       const { authorizeSubscribe, authorizeForward } = makeSubscriptions({ sql, sessions, live, watchers, run, peer, defect })
 
