@@ -24,5 +24,5 @@ export const retryFailed = <A, E, R, B, Env>(
       replayed = true
       return Effect.fail(first)
     })
-    return Effect.retry(attempt, { schedule: options.schedule, while: options.while })
+    return Effect.retry(attempt, options)
   })

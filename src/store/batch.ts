@@ -236,6 +236,9 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
 export const cutOff = (exit: Exit.Exit<void, SqlError>) =>
   Exit.isFailure(exit) && exit.cause.reasons.some((r) => Cause.isFailReason(r) && isConnectionLoss(r.error))
 
+/** `writeRetried`'s waits between attempts: doubling from 20 ms, at most a second. */
+const LOST_BACKOFF = Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")])
+
 /**
  * A batch whose connection was lost (the server terminated it, or is unreachable) is written
  * again: the pool's next pick may be another connection that died with the first and is not
@@ -245,9 +248,6 @@ export const cutOff = (exit: Exit.Exit<void, SqlError>) =>
  */
 export const writeRetried = (sql: SqlClient, items: ReadonlyArray<WriteItem>, retryLostForMs: number) =>
   retryFailed(writeBatch(sql, items), {
-    schedule: Schedule.max([
-      Schedule.min([Schedule.exponential("20 millis"), Schedule.spaced("1 second")]),
-      Schedule.during(Duration.millis(retryLostForMs))
-    ]),
+    schedule: Schedule.max([LOST_BACKOFF, Schedule.during(Duration.millis(retryLostForMs))]),
     while: isConnectionLoss
   })
