@@ -69,6 +69,35 @@ describe("LOG_FORMAT=json", () => {
     expect(BOOTSTRAP_KEY).not.toBe(key)
   })
 
+  it("answers the request id once on every kind of answer: a route's JSON, a page, a stream, a 405", async () => {
+    const key = String(jsonLines(server.output()).find((l) => l.applicationKey !== undefined)?.applicationKey)
+    const answers = [
+      ["/v1/devices", { authorization: `Bearer ${key}` }, 200],
+      ["/health", {}, 200],
+      ["/docs", {}, 200],
+      ["/v1/openapi.json", {}, 200]
+    ] as const
+    for (const [path, headers, status] of answers) {
+      const id = `trace-${path.replace(/\W/g, "")}`
+      const res = await fetch(`http://127.0.0.1:${server.port}${path}`, { headers: { ...headers, "x-request-id": id } })
+      expect(res.status, path).toBe(status)
+      // A header written twice would come back joined ("id, id").
+      expect(res.headers.get("x-request-id"), path).toBe(id)
+      await res.arrayBuffer()
+    }
+    const refused = await fetch(`http://127.0.0.1:${server.port}/health`, { method: "DELETE", headers: { "x-request-id": "trace-405" } })
+    expect(refused.status).toBe(405)
+    expect(refused.headers.get("x-request-id")).toBe("trace-405")
+    const controller = new AbortController()
+    const stream = await fetch(`http://127.0.0.1:${server.port}/v1/stream?access_token=${key}`, {
+      headers: { "x-request-id": "trace-stream" },
+      signal: controller.signal
+    })
+    expect(stream.headers.get("content-type")).toContain("text/event-stream")
+    expect(stream.headers.get("x-request-id")).toBe("trace-stream")
+    controller.abort()
+  })
+
   it("gives an MQTT refusal's line at info the client id, the principal and the device", async () => {
     const key = String(jsonLines(server.output()).find((l) => l.applicationKey !== undefined)?.applicationKey)
     const post = async (path: string, body: unknown) =>

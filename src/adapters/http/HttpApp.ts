@@ -1,4 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi"
+import { ServerResponse } from "node:http"
 import type { Context as HonoContext } from "hono"
 import { Scalar } from "@scalar/hono-api-reference"
 import { Cause, Context, Effect, Exit, Option, Redacted } from "effect"
@@ -29,6 +30,10 @@ import { userRoutes } from "./routes/users.ts"
 
 /** No request body may exceed this, whatever the route; routes set smaller limits. */
 const MAX_REQUEST_BODY = 16 * 1024 * 1024
+
+/** Node's answer to the request (`@hono/node-server` passes `{incoming, outgoing}` as `env`); none on Deno or in `app.request`. */
+const nodeAnswer = (env: unknown): ServerResponse | undefined =>
+  typeof env === "object" && env !== null && "outgoing" in env && env.outgoing instanceof ServerResponse ? env.outgoing : undefined
 
 /** An unread body up to this is drained at once, and its connection kept. */
 const UNREAD_BODY_KEEP_ALIVE = 64 * 1024
@@ -70,11 +75,18 @@ export const makeHttpApp = Effect.gen(function*() {
   app.use(async (c, next) => {
     const started = performance.now()
     const requestId = beginRequest(c)
+    // On Node the id goes on the socket's answer itself, merged into whatever answer is written:
+    // reading `c.res.headers` afterwards turns the answer's plain header object into a Headers,
+    // which @hono/node-server then copies, sorts and writes by its slower path (every request).
+    const outgoing = nodeAnswer(c.env)
+    outgoing?.setHeader("x-request-id", requestId)
     await next()
-    try {
-      c.res.headers.set("x-request-id", requestId)
-    } catch {
-      // An answer with immutable headers (a fetch Response passed through) goes without it.
+    if (outgoing === undefined) {
+      try {
+        c.res.headers.set("x-request-id", requestId)
+      } catch {
+        // An answer with immutable headers (a fetch Response passed through) goes without it.
+      }
     }
     // The handler's route as registered; a request no route took (a 404, a 405) is "unmatched".
     if (metrics) observeHttp(c.req.method, routeOf(c), c.res.status, (performance.now() - started) / 1000)
