@@ -35,11 +35,11 @@ import type { SqlClient, SqlError } from "./Sql.ts"
  * to back (vacuum of devices 13-25 ms, analyses of events 32-47 ms and commands 3-7 ms, vacuum
  * and analyse of command runs 13-22 ms): one 60-80 ms hold, which ~90 command runs sent at
  * 1,000/s waited out in turn, up to 62 ms each (bench:ingest's command case after its QoS 0
- * case; bench/RESULTS.md, session 34). So a pass's plan is worked through one table a beat: the store is held for one
- * statement at a time, a second apart, and what arrives meanwhile goes between them. The plan
- * is not made again until its tables are done, so none waits behind a table that stays due
- * (events in a flood). The full pass's plan includes the appended pass's rule, so a flood's
- * events are not left for the full pass's tables and its own next minute.
+ * case; bench/RESULTS.md, session 34). So a pass's plan is worked through one table a beat: the
+ * store is held for one statement at a time, a second apart, and what arrives meanwhile goes
+ * between them. The plan is not made again until its tables are done, so none waits behind a
+ * table that stays due (events in a flood). The full pass's plan includes the appended pass's
+ * rule, so a flood's events are not left for the full pass's tables and its own next minute.
  */
 export const PGLITE_MAINTENANCE_EVERY = Duration.minutes(1)
 
