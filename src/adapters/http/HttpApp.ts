@@ -18,6 +18,7 @@ import { makeLiveFeed } from "./liveFeed.ts"
 import { isRefusal, refusalLine, sendStatus } from "./errors.ts"
 import { beginRequest, requestAnnotations, routeOf } from "./requestLog.ts"
 import { Api, type HttpServices } from "./route.ts"
+import { StaticFirstRouter } from "./staticFirstRouter.ts"
 import { accountRoutes } from "./routes/accounts.ts"
 import { registryRoutes } from "./routes/registry.ts"
 import { alertRoutes } from "./routes/alerts.ts"
@@ -52,7 +53,8 @@ export const makeHttpApp = Effect.gen(function*() {
   const metrics = config.metrics === "on"
   setRecording(metrics)
 
-  const app = new OpenAPIHono()
+  // Every route of `v1` is copied into `app`'s router when mounted: `app`'s is the one that matches.
+  const app = new OpenAPIHono({ router: new StaticFirstRouter() })
   const v1 = new OpenAPIHono()
   const api = new Api(v1, context)
 
