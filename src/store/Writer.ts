@@ -37,10 +37,16 @@ export interface WriterOptions {
  * `flushEveryMs`: each batch costs about as much as ten events (Postgres ~200 µs for the
  * statement and its commit, plus a socket write and read here, and the wake-ups of both
  * processes). Flushing back to back at 5,000 events/s made batches of ~5 at ~900 a second;
- * 2 ms makes them ~10 at ~500 a second. bench:ingest's latency case on Postgres, three
+ * 2 ms made them ~10 at ~500 a second. bench:ingest's latency case on Postgres, three
  * alternating pairs: the machine's busy cores 1.35 → 0.98 (Postgres 0.40 → 0.25, this process
  * 0.48 → 0.36), publish → subscriber p99 9.9 / 22.5 / 20.8 → 9.9 / 8.9 / 19.2 ms, for 1.1 ms
  * more at the median (1.9 → 3.0 ms).
+ *
+ * 1 ms measured better than 2 on another machine (session 36, bench/RESULTS.md): the latency case
+ * at 5,000 events/s, alternating pairs, Postgres p50 3.19 / 3.08 / 3.39 against 4.08 / 4.28 / 4.60 ms
+ * and p99 14.9 / 15.1 / 15.0 against 17.8 / 25.0 / 33.1, PGlite p50 3.58 / 3.11 against 4.22 / 4.24
+ * and p99 17.4 / 12.5 against 18.3 / 16.2; for ~0.08 core more of Postgres (0.40-0.43 against
+ * 0.32-0.35) or ~0.15 more of this process on PGlite. QoS 0 throughput and the command case the same.
  *
  * That spacing only pays under sustained load: bench:ingest's REST command case (ten
  * `POST /v1/commands/run` every 10 ms, on ten connections) had its first request of a burst
@@ -54,7 +60,7 @@ export const defaultWriterOptions: WriterOptions = {
   maxPending: 20_000,
   maxWaiting: 100_000,
   maxFlushes: 2,
-  flushEveryMs: 2,
+  flushEveryMs: 1,
   retryLostForMs: 10_000
 }
 
