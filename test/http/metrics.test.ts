@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import { coapAgent, coapCall } from "../support/coap.ts"
 import { eventually, until } from "../support/eventually.ts"
+import { sample } from "../support/metrics.ts"
 import { type ServerProcess, startServerProcess } from "../support/process.ts"
 import { webhookReceiver } from "../notify/support.ts"
 
@@ -20,12 +21,6 @@ const promtool = (scrape: string) =>
     })
     child.stdin?.end(scrape)
   })
-
-/** The value of one sample of a scrape, by its name and labels as printed; undefined when absent. */
-const sample = (scrape: string, series: string): number | undefined => {
-  const line = scrape.split("\n").find((l) => l.startsWith(`${series} `))
-  return line === undefined ? undefined : Number(line.slice(series.length + 1))
-}
 
 describe("GET /metrics: Prometheus's text format, behind METRICS_TOKEN", () => {
   let dir: string

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { StaticFirstRouter } from "../../src/adapters/http/staticFirstRouter.ts"
 import { scrape } from "../../src/metrics.ts"
 import { BOOTSTRAP_KEY, startAppOn, type TestApp } from "../support/app.ts"
+import { sample } from "../support/metrics.ts"
 
 /** An app with a static route beside a parameter of the same method, as the interface has. */
 const clashing = (router?: StaticFirstRouter<never>) => {
@@ -73,8 +74,8 @@ describe("StaticFirstRouter", () => {
 
 const ME = `voltaic_http_request_duration_seconds_count{method="GET",route="/v1/devices/me",status="200"}`
 const BY_ID = `voltaic_http_request_duration_seconds_count{method="GET",route="/v1/devices/:id",status="200"}`
-/** A counter of the process's metrics (0 before its first count). */
-const count = (series: string) => Number(scrape().split("\n").find((line) => line.startsWith(`${series} `))?.split(" ")[1] ?? 0)
+/** A counter of this process's metrics (0 before its first count). */
+const count = (series: string) => sample(scrape(), series) ?? 0
 
 describe("the REST interface's router", () => {
   let t: TestApp
