@@ -54,7 +54,9 @@
  * commit's own server on Postgres in the same run), BENCH_NO_RECORD (set: do not append to RESULTS.md),
  * BENCH_LATENCY_DUMP (a path prefix: the latency and command cases write each timed delivery's send time,
  * epoch ms, and latency, ms, to `<prefix>-<target>-<case>.json` as `{"samples": [[sent, ms], …]}`, to find
- * what a tail is made of: whole bursts or single events, when, and what else happened then).
+ * what a tail is made of: whole bursts or single events, when, and what else happened then; each broker
+ * we start also writes its GC pauses and event-loop lags to `<prefix>-<target>-loop.txt`, bench/loop-probe.ts,
+ * which `npx tsx bench/latency-dump.ts <dump> <loop file>` sets beside the slow sends).
  *
  * The latency and command cases also run a stall probe (`bench/stall-probe.ts`): the machine's own
  * stalls in each window, beside the tail measured in it.
@@ -239,8 +241,17 @@ interface Target {
 const node = (name: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) =>
   start(name, process.execPath, args, { cwd: root, env })
 
-/** Node flags of a broker we start: `npm start`'s, TypeScript, and the memory probe (inert until SIGUSR2). */
-const brokerFlags = [...serverNodeFlags, "--expose-gc", "--import", "tsx", "--import", "./bench/memory-probe.ts"]
+/**
+ * Node flags of a broker we start: `npm start`'s, TypeScript, the memory probe (inert until
+ * SIGUSR2) and the loop probe (inert without BENCH_LOOP_PROBE_FILE, `loopProbeEnv`).
+ */
+const brokerFlags = [...serverNodeFlags, "--expose-gc", "--import", "tsx", "--import", "./bench/memory-probe.ts", "--import", "./bench/loop-probe.ts"]
+
+/** With BENCH_LATENCY_DUMP, a broker writes its GC pauses and loop lags beside the dumps (`bench/loop-probe.ts`). */
+const loopProbeEnv = (target: string): NodeJS.ProcessEnv => {
+  const file = dumpFile(target, "loop")
+  return file === undefined ? {} : { BENCH_LOOP_PROBE_FILE: file.replace(/\.json$/, ".txt") }
+}
 
 interface MemoryUsage {
   readonly rss: number
@@ -286,7 +297,7 @@ const startAedes = async (store?: "Postgres" | "PGlite"): Promise<Target> => {
   }
   // Registered before the broker so that it runs after the broker has stopped.
   const removeStore = onShutdown(cleanup)
-  const child = node(name, [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST, ...env })
+  const child = node(name, [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST, ...env, ...loopProbeEnv(name) })
   const stopBroker = onShutdown(() => stop(child))
   const [, port] = await child.waitForLine(/(?:bare|durable) aedes listening on [\d.]+:(\d+)/, 60_000)
   return {
@@ -451,7 +462,7 @@ const startVoltaic = async (
     : ["--cpu-prof", `--cpu-prof-dir=${resolve(settings.cpuProfDir, name.toLowerCase().replace(/[^a-z0-9]+/g, "-"))}`]
   const env = voltaicEnv(HOST, APP_KEY, store)
   for (const setting of VARIANT_SETTINGS) delete env[setting]
-  Object.assign(env, variant.env)
+  Object.assign(env, variant.env, loopProbeEnv(name))
   if (variant.tls !== undefined) {
     // MQTT over TLS only: the TLS HTTP and WebSocket listeners stay closed, as on the other targets.
     Object.assign(env, { TLS_CERT_FILE: variant.tls.certFile, TLS_KEY_FILE: variant.tls.keyFile, MQTTS_PORT: "0", HTTPS_PORT: "off", MQTT_WSS_PORT: "off" })
