@@ -13,7 +13,7 @@
  * these inside their flight. The timer wakes the process every millisecond, a small cost of its
  * own: read the figures of a run with the probe beside each other, not beside a run without it.
  */
-import { appendFileSync } from "node:fs"
+import { appendFileSync, writeFileSync } from "node:fs"
 import { constants, PerformanceObserver } from "node:perf_hooks"
 
 const REPORT_MS = 2
@@ -26,6 +26,8 @@ if (file !== undefined && file !== "") {
     [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: "incremental",
     [constants.NODE_PERFORMANCE_GC_WEAKCB]: "weakcb"
   }
+  // A new broker of the same target (a later run with the same prefix) starts the file afresh, as its dumps are.
+  writeFileSync(file, "")
   let lines: Array<string> = []
   const flush = () => {
     if (lines.length === 0) return

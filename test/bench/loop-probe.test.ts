@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process"
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
@@ -34,10 +34,13 @@ describe("bench/loop-probe.ts", () => {
     const dir = mkdtempSync(join(tmpdir(), "voltaic-loop-probe-"))
     dirs.push(dir)
     const file = join(dir, "loop.txt")
+    // What an earlier broker of the same name left is not read as this one's.
+    writeFileSync(file, "lag 1000.0 50.00\n")
     const before = Date.now()
     run({ BENCH_LOOP_PROBE_FILE: file })
     const after = Date.now()
     const records = parseLoopRecords(readFileSync(file, "utf8"))
+    expect(records.lags.every((l) => l.at >= before)).toBe(true)
     const block = records.lags.find((l) => l.ms >= 30)
     expect(block).toBeDefined()
     expect(block!.at).toBeGreaterThanOrEqual(before)
