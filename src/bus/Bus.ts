@@ -24,10 +24,17 @@ export type ControlMessage =
   /** These devices left their owner's memory, their rows written: their stored rows answer for them now. */
   | { readonly type: "devices.left"; readonly deviceIds: ReadonlyArray<string> }
   /**
-   * An MQTT client id connected on the broker `origin`: a connection elsewhere holding that id
-   * for the same principal is closed, as aedes closes one within a process [MQTT-3.1.4-2].
+   * An MQTT client id connected on the broker `origin` at `at` (epoch ms): a connection elsewhere
+   * holding that id for the same principal since before then is closed, as aedes closes one
+   * within a process [MQTT-3.1.4-2]. `at` is absent from brokers older than it (taken as newest).
    */
-  | { readonly type: "mqtt.connected"; readonly clientId: string; readonly principal: string; readonly origin: string }
+  | {
+    readonly type: "mqtt.connected"
+    readonly clientId: string
+    readonly principal: string
+    readonly origin: string
+    readonly at?: number | undefined
+  }
   /** Persistent MQTT sessions subscribed to these devices: every process queues their deliveries. */
   | { readonly type: "mqtt.subscribed"; readonly deviceIds: ReadonlyArray<string> }
   /** Alerts of these organisations were written without a delivery (notifications, device-less alerts, a resolve): their cached pages go. */

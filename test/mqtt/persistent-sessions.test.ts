@@ -1,9 +1,12 @@
+import { connect as connectNats } from "@nats-io/transport-node"
 import { Effect } from "effect"
 import mqtt, { type IClientOptions, type MqttClient } from "mqtt"
 import { mkdtemp, rm } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import type { ControlMessage } from "../../src/bus/Bus.ts"
+import { CONTROL_SUBJECT } from "../../src/bus/topics.ts"
 import { BOOTSTRAP_KEY } from "../support/app.ts"
 import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
 import {
@@ -144,6 +147,51 @@ describe("a persistent MQTT session on two processes sharing Postgres and NATS",
     await until(() => names(onB.received).includes("after-move"), "the event on B")
     expect(names(onA.received)).toEqual([])
     expect(a.logs.map((l) => l.message)).toContainEqual(expect.stringMatching(/client id belongs to another credential's session/))
+  })
+
+  it("leaves a connection alone when a notice of an older connection of its client id arrives after it", async () => {
+    // The notices on the bus, as another process sees them (the same NATS, its own connection).
+    const nc = await connectNats({ servers: nats.url })
+    const notices: Array<ControlMessage> = []
+    const sub = nc.subscribe(CONTROL_SUBJECT, {
+      callback: (_e, msg) => {
+        notices.push(JSON.parse(msg.string()) as ControlMessage)
+      }
+    })
+    try {
+      const noticeOf = async (clientId: string) => {
+        await until(() => notices.some((n) => n.type === "mqtt.connected" && n.clientId === clientId), `the notice of ${clientId}`)
+        const notice = notices.find((n) => n.type === "mqtt.connected" && n.clientId === clientId)
+        if (notice?.type !== "mqtt.connected" || notice.at === undefined) throw new Error(`no admission time in ${JSON.stringify(notice)}`)
+        return { ...notice, at: notice.at }
+      }
+      /** What another process would send: this connection's id admitted there, `ms` after this one. */
+      const elsewhere = (notice: Awaited<ReturnType<typeof noticeOf>>, ms: number) =>
+        nc.publish(CONTROL_SUBJECT, JSON.stringify({ ...notice, origin: "another-process", at: notice.at + ms }))
+
+      const kept = keep(await open(b, { clientId: "late-notice", username: BOOTSTRAP_KEY }))
+      const keptNotice = await noticeOf("late-notice")
+      const marker = keep(await open(b, { clientId: "late-notice-marker", username: BOOTSTRAP_KEY }))
+      const markerNotice = await noticeOf("late-notice-marker")
+      // Admitted elsewhere a second before this connection: NATS brought it late.
+      elsewhere(keptNotice, -1_000)
+      // Published after it on the same subject, so handled after it: once the marker is closed, the late notice was read.
+      elsewhere(markerNotice, 1)
+      await closedBy(marker.client)
+      // Still served: a round trip on it, and no close said.
+      const closedLine = /client late-notice from .* closed: its client id connected to another process/
+      expect(await subscribe(kept.client, `devices/${s.device.id}/events/+`)).toEqual([1])
+      expect(kept.client.connected).toBe(true)
+      expect(b.logs.filter((l) => closedLine.test(l.message))).toEqual([])
+      // A connection admitted elsewhere after this one takes the client id over.
+      const replaced = closedBy(kept.client)
+      elsewhere(keptNotice, 1)
+      await replaced
+      expect(b.logs.filter((l) => closedLine.test(l.message))).toHaveLength(1)
+    } finally {
+      sub.unsubscribe()
+      await nc.close()
+    }
   })
 })
 

@@ -6,7 +6,17 @@ import { MAX_QUEUED_PER_CLIENT } from "./persistence.ts"
 interface Holder {
   readonly principal: string
   readonly client: Client
+  /** When it was admitted here (epoch ms): what its notice said. */
+  readonly since: number
 }
+
+/**
+ * Whether a connection admitted on `origin` at `at` is newer than one admitted on `brokerId` at
+ * `since`: by time, then by broker id, so that two processes agree on which of two connections
+ * of one client id admitted in the same millisecond survives.
+ */
+const admittedLater = (at: number, origin: string, since: number, brokerId: string) =>
+  at > since || (at === since && origin > brokerId)
 
 export interface ClientIds {
   /** Whether a live connection here holds `clientId` for another principal (which a CONNECT may not take over). */
@@ -24,7 +34,11 @@ export interface ClientIds {
  * is served there only. A connection of another principal is left alone: a stored session is
  * checked against its principal in the store (`SqlPersistence.claim`), and clean sessions
  * share nothing across processes. A lost notice leaves the old connection until its
- * keep-alive ends it.
+ * keep-alive ends it. A notice that arrives after a newer connection of its id was admitted
+ * here (NATS took longer to bring it than the client took to reconnect here) is stale, and
+ * leaves that connection alone: each notice says when its connection was admitted, so the
+ * newest connection wins wherever its notice lands. The processes' clocks order them: clocks
+ * apart by more than the time a client takes to reconnect could close the newer instead.
  */
 export const makeClientIds = (deps: {
   readonly bus: Bus["Service"]
@@ -46,6 +60,7 @@ export const makeClientIds = (deps: {
       if (message.type !== "mqtt.connected" || message.origin === brokerId) return
       const holder = live(message.clientId)
       if (holder === undefined || holder.principal !== message.principal) return
+      if (message.at !== undefined && !admittedLater(message.at, message.origin, holder.since, brokerId)) return
       run(Effect.logInfo(`mqtt ${peer(holder.client)} closed: its client id connected to another process`))
       holder.client.close()
     })
@@ -56,12 +71,13 @@ export const makeClientIds = (deps: {
         return holder !== undefined && holder.principal !== principal
       },
       hold: (client, principal) => {
-        holders.set(client.id, { principal, client })
+        const since = Date.now()
+        holders.set(client.id, { principal, client, since })
         fullQueues.delete(client.id)
         client.conn.once("close", () => {
           if (holders.get(client.id)?.client === client) holders.delete(client.id)
         })
-        run(bus.control({ type: "mqtt.connected", clientId: client.id, principal, origin: brokerId }))
+        run(bus.control({ type: "mqtt.connected", clientId: client.id, principal, origin: brokerId, at: since }))
       },
       full: (clientId) => {
         const client = live(clientId)?.client
