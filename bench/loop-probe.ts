@@ -15,6 +15,7 @@
  */
 import { appendFileSync, writeFileSync } from "node:fs"
 import { constants, PerformanceObserver } from "node:perf_hooks"
+import { onLateWakeups } from "./late-wakeups.ts"
 
 const REPORT_MS = 2
 
@@ -42,13 +43,7 @@ if (file !== undefined && file !== "") {
       lines.push(`gc ${(performance.timeOrigin + entry.startTime).toFixed(1)} ${entry.duration.toFixed(2)} ${typeof kind === "number" ? kinds[kind] ?? "other" : "other"}\n`)
     }
   }).observe({ entryTypes: ["gc"] })
-  let last = performance.now()
-  setInterval(() => {
-    const now = performance.now()
-    const late = now - last - 1
-    if (late >= REPORT_MS) lines.push(`lag ${(performance.timeOrigin + last + 1).toFixed(1)} ${late.toFixed(2)}\n`)
-    last = now
-  }, 1).unref()
+  onLateWakeups(REPORT_MS, (dueAt, late) => lines.push(`lag ${dueAt.toFixed(1)} ${late.toFixed(2)}\n`)).unref()
   // Written in one call a second (and at exit), not one per record, so as not to add stalls of its own.
   setInterval(flush, 1000).unref()
   process.on("exit", flush)

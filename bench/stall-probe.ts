@@ -11,15 +11,11 @@
  * fewer (bare aedes). The bench counts the stalls within each case's measured window
  * (`bench/harness.ts` `startStallProbe`), so a p99 can be read beside what the machine did then.
  */
+import { onLateWakeups } from "./late-wakeups.ts"
+
 const REPORT_MS = 2
 
-let last = performance.now()
-setInterval(() => {
-  const now = performance.now()
-  const late = now - last - 1
-  if (late >= REPORT_MS) process.stdout.write(`${(performance.timeOrigin + last + 1).toFixed(1)} ${late.toFixed(2)}\n`)
-  last = now
-}, 1)
+onLateWakeups(REPORT_MS, (dueAt, late) => process.stdout.write(`${dueAt.toFixed(1)} ${late.toFixed(2)}\n`))
 
 process.stdout.write("READY\n")
 // Ends with the bench: its stdin closes when it exits.

@@ -84,24 +84,20 @@ export const attributeTail = (samples: ReadonlyArray<Sample>, records: LoopRecor
   const lags = records.lags.filter(inWindow)
   const pauseInside = index(pauses)
   const lagInside = index(lags)
-  const sorted = samples.map((s) => s[1]).sort((a, b) => a - b)
+  // What each send met, found once and read by every share below.
+  const sends = samples.map(([sent, ms]) => ({ ms, pause: pauseInside(sent, sent + ms), lag: lagInside(sent, sent + ms) }))
   const share = (threshold: number): TailShare => {
-    let sends = 0
-    let withPause = 0
-    let withLag = 0
-    let withEither = 0
-    for (const [sent, ms] of samples) {
-      if (ms < threshold) continue
-      sends += 1
-      const pause = pauseInside(sent, sent + ms)
-      const lag = lagInside(sent, sent + ms)
-      if (pause) withPause += 1
-      if (lag) withLag += 1
-      if (pause || lag) withEither += 1
+    const tail = sends.filter((send) => send.ms >= threshold)
+    return {
+      threshold,
+      sends: tail.length,
+      withPause: tail.filter((send) => send.pause).length,
+      withLag: tail.filter((send) => send.lag).length,
+      withEither: tail.filter((send) => send.pause || send.lag).length
     }
-    return { threshold, sends, withPause, withLag, withEither }
   }
-  const untouched = samples.filter(([sent, ms]) => !pauseInside(sent, sent + ms) && !lagInside(sent, sent + ms)).map((s) => s[1]).sort((a, b) => a - b)
+  const sorted = sends.map((send) => send.ms).sort((a, b) => a - b)
+  const untouched = sends.filter((send) => !send.pause && !send.lag).map((send) => send.ms).sort((a, b) => a - b)
   const total = (list: ReadonlyArray<Stretch>) => list.reduce((sum, s) => sum + s.ms, 0)
   const longest = (list: ReadonlyArray<Stretch>) => list.reduce((max, s) => Math.max(max, s.ms), 0)
   return {

@@ -47,6 +47,8 @@ export interface WriterOptions {
  * and p99 14.9 / 15.1 / 15.0 against 17.8 / 25.0 / 33.1, PGlite p50 3.58 / 3.11 against 4.22 / 4.24
  * and p99 17.4 / 12.5 against 18.3 / 16.2; for ~0.08 core more of Postgres (0.40-0.43 against
  * 0.32-0.35) or ~0.15 more of this process on PGlite. QoS 0 throughput and the command case the same.
+ * On an AMD EPYC machine (session 37) it bought ~0.8 ms of p50 but cost 1-2 ms of p99 in 7 of 8
+ * comparisons (Postgres 0.36-0.39 against 0.27-0.32 core): kept, the gain there being the larger.
  *
  * That spacing only pays under sustained load: bench:ingest's REST command case (ten
  * `POST /v1/commands/run` every 10 ms, on ten connections) had its first request of a burst
