@@ -28,6 +28,7 @@ import {
   stop
 } from "./harness.ts"
 import type { CommandsLoadResult } from "./commands-load.ts"
+import { medianOfText, peerInRound, ratiosText, roundOf, summarizeRounds } from "./rounds.ts"
 
 export const COMMAND_SLUG = "bench-ping"
 export const COMMAND_AIM = { p99Ms: 10, ofPeer: 3 }
@@ -172,32 +173,37 @@ export const DURABLE_PEERS = ["aedes+Postgres", "aedes+PGlite"] as const
 export const durablePeerOf = (target: string): string => (target.startsWith("PGlite") ? "aedes+PGlite" : "aedes+Postgres")
 const isDurablePeer = (target: string) => (DURABLE_PEERS as ReadonlyArray<string>).includes(target)
 
-/** The peer's p99 in the same run (the first ceiling's forwarded case, the durable peers apart). */
-const peerOf = (cases: ReadonlyArray<CommandCase>) => cases.find((c) => c.ceiling && c.via === "forward" && !isDurablePeer(c.target))
-/** The durable peer's forwarded case for a Voltaic target's, when it ran. */
-const durableOf = (cases: ReadonlyArray<CommandCase>, target: string) => cases.find((c) => c.ceiling && c.via === "forward" && c.target === durablePeerOf(target))
+/** The peer's runs (the first ceiling's forwarded case, the durable peers apart): one per round. */
+const peerRuns = (cases: ReadonlyArray<CommandCase>) => {
+  const first = cases.find((c) => c.ceiling && c.via === "forward" && !isDurablePeer(c.target))
+  return first === undefined ? [] : cases.filter((c) => c.target === first.target && c.via === "forward")
+}
+/** The durable peer's forwarded runs for a Voltaic target's, one per round; none when it did not run. */
+const durableRuns = (cases: ReadonlyArray<CommandCase>, target: string) => cases.filter((c) => c.ceiling && c.via === "forward" && c.target === durablePeerOf(target))
 
-/** "×1.23" against the durable peer on the case's store, "–" for a peer or when that one did not run. */
+/** Runs of one target by one sender are rounds of one another. */
+const sameRun = (a: CommandCase, b: CommandCase) => a.target === b.target && a.via === b.via
+
+/** A run's peer: the peer's run of the same round, or its only one. */
+const inRound = (cases: ReadonlyArray<CommandCase>, runs: ReadonlyArray<CommandCase>, c: CommandCase) => peerInRound(runs, roundOf(cases, c, sameRun))
+
+/** "×1.23" against the durable peer on the case's store (of the same round), "–" for a peer or when that one did not run. */
 const durableRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase) => {
-  const durable = c.ceiling ? undefined : durableOf(cases, c.target)
+  const durable = c.ceiling ? undefined : inRound(cases, durableRuns(cases, c.target), c)
   return durable === undefined ? "–" : `×${(c.p99 / durable.p99).toFixed(2)}`
 }
 
-/** "×1.23 aedes+Postgres's 4.1 ms (the durable peer); ", or "" when it did not run. */
-const durableText = (cases: ReadonlyArray<CommandCase>, c: CommandCase) => {
-  const durable = durableOf(cases, c.target)
-  return durable === undefined ? "" : `×${(c.p99 / durable.p99).toFixed(2)} ${durable.target}'s ${ms(durable.p99)} ms (the durable peer); `
-}
-
 export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
-  const peer = peerOf(cases)
+  const peers = peerRuns(cases)
   const durable = cases.some((c) => isDurablePeer(c.target))
+  const rounds = cases.some((c) => roundOf(cases, c, sameRun) > 0)
   return {
-    columns: ["target", "sent by", "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peer?.target ?? "peer"}`, ...(durable ? ["p99 vs aedes+store"] : []), "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS],
+    columns: ["target", "sent by", ...(rounds ? ["round"] : []), "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peers[0]?.target ?? "peer"}`, ...(durable ? ["p99 vs aedes+store"] : []), "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS],
     numericFrom: 2,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
       VIA_LABEL[c.via],
+      ...(rounds ? [String(roundOf(cases, c, sameRun) + 1)] : []),
       c.rate.toLocaleString("en-US"),
       c.sent.toLocaleString("en-US"),
       c.received.toLocaleString("en-US"),
@@ -205,7 +211,7 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
       ms(c.p50),
       ms(c.p99),
       ms(c.max),
-      c.ceiling || peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`,
+      c.ceiling || peers.length === 0 ? "–" : `×${(c.p99 / (inRound(cases, peers, c)?.p99 ?? Number.NaN)).toFixed(2)}`,
       ...(durable ? [durableRatio(cases, c)] : []),
       cores(c.cpu.server),
       cores(c.cpu.postgres),
@@ -216,14 +222,27 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
   }
 }
 
+/**
+ * One verdict per Voltaic target and sender. With rounds (BENCH_ROUNDS, or a repeated target), the
+ * median p99 over its runs and the median of each round's ratio to the peer's run of that round.
+ */
 export const commandVerdicts = (cases: ReadonlyArray<CommandCase>): Array<string> => {
-  const peer = peerOf(cases)
-  return cases.filter((c) => !c.ceiling).map((c) => {
-    const ratio = peer === undefined ? Number.NaN : c.p99 / peer.p99
-    const met = c.received === c.sent && c.errors === 0 && c.p99 <= COMMAND_AIM.p99Ms && ratio <= COMMAND_AIM.ofPeer
-    return `${c.target}, command runs sent by ${VIA_LABEL[c.via]} at ${c.rate.toLocaleString("en-US")}/s, p99 to the device ≤ ${COMMAND_AIM.p99Ms} ms and ≤ ${COMMAND_AIM.ofPeer}× the peer's: ` +
-      `**${met ? "met" : "not met"}** (p99 ${ms(c.p99)} ms${peer === undefined ? ", no peer in this run" : `, ×${ratio.toFixed(2)} ${peer.target}'s ${ms(peer.p99)} ms`}; ` +
-      `${durableText(cases, c)}` +
-      `${c.received.toLocaleString("en-US")} of ${c.sent.toLocaleString("en-US")} delivered)`
+  const peers = peerRuns(cases)
+  const firsts = cases.filter((c) => !c.ceiling && roundOf(cases, c, sameRun) === 0)
+  return firsts.map((first) => {
+    const runs = cases.filter((c) => sameRun(c, first))
+    const p99s = runs.map((c) => c.p99)
+    const vsPeer = summarizeRounds(p99s, peers.map((c) => c.p99))
+    const durable = durableRuns(cases, first.target)
+    const vsDurable = summarizeRounds(p99s, durable.map((c) => c.p99))
+    const sent = runs.reduce((n, c) => n + c.sent, 0)
+    const received = runs.reduce((n, c) => n + c.received, 0)
+    const errors = runs.reduce((n, c) => n + c.errors, 0)
+    const met = received === sent && errors === 0 && vsPeer.ours <= COMMAND_AIM.p99Ms && vsPeer.ratio <= COMMAND_AIM.ofPeer
+    return `${first.target}, command runs sent by ${VIA_LABEL[first.via]} at ${first.rate.toLocaleString("en-US")}/s, p99 to the device ≤ ${COMMAND_AIM.p99Ms} ms and ≤ ${COMMAND_AIM.ofPeer}× the peer's: ` +
+      `**${met ? "met" : "not met"}** (p99 ${ms(vsPeer.ours)} ms${medianOfText(p99s, ms)}` +
+      `${peers.length === 0 ? ", no peer in this run" : `, ×${vsPeer.ratio.toFixed(2)} ${peers[0].target}'s ${ms(vsPeer.theirs)} ms${ratiosText(vsPeer.ratios)}`}; ` +
+      `${durable.length === 0 ? "" : `×${vsDurable.ratio.toFixed(2)} ${durable[0].target}'s ${ms(vsDurable.theirs)} ms (the durable peer${durable.length > 1 ? "; medians" : ""}); `}` +
+      `${received.toLocaleString("en-US")} of ${sent.toLocaleString("en-US")} delivered)`
   })
 }

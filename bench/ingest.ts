@@ -50,6 +50,8 @@
  * vacuums, analyses and checkpoints with their times), BENCH_QUIET_WAIT (10: seconds to wait before each case for other work on the machine to stop),
  * BENCH_LOAD_CLIENT (lean: MQTT publishers on bench/lean-mqtt.ts; mqtt.js: on the mqtt package),
  * BENCH_HTTP_CLIENT (lean: the command case's REST sender on bench/lean-http.ts; node:http),
+ * BENCH_ROUNDS (1: rounds of the latency and command cases, every target started afresh in each, the other cases in
+ * the first only; the verdicts take the median p99 and the median of each round's ratio to its peer, bench/rounds.ts),
  * BENCH_PEER (a checkout of an earlier commit: the target `peer`, on by default then, runs that
  * commit's own server on Postgres in the same run), BENCH_NO_RECORD (set: do not append to RESULTS.md),
  * BENCH_LATENCY_DUMP (a path prefix: the latency and command cases write each timed delivery's send time,
@@ -99,6 +101,7 @@ import {
   utcDate,
   voltaicEnv
 } from "./harness.ts"
+import { median, medianOfText, peerInRound, ratiosText, roundOf, sameTarget, summarizeRounds } from "./rounds.ts"
 import { type CommandCase, type CommandVia, commandTable, commandVerdicts, COMMAND_SLUG, DURABLE_PEERS, durablePeerOf, runCommandCase, seedCommands } from "./ingest-commands.ts"
 import {
   type DeviceCredential,
@@ -174,6 +177,8 @@ const settings = {
   cpuProfDir: process.env.BENCH_CPU_PROF,
   entry: process.env.BENCH_ENTRY ?? "src/main.ts",
   serverNodeArgs: (process.env.BENCH_SERVER_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+  /** The latency and command cases run this many rounds (bench/rounds.ts); the other cases run in the first. */
+  rounds: intSetting("BENCH_ROUNDS", 1, 1),
   record: process.env.BENCH_NO_RECORD === undefined,
   latencyDump: process.env.BENCH_LATENCY_DUMP === undefined || process.env.BENCH_LATENCY_DUMP === "" ? undefined : resolve(process.env.BENCH_LATENCY_DUMP)
 }
@@ -185,8 +190,8 @@ const dumpFile = (target: string, caseName: string) =>
 const HOST = "127.0.0.1"
 const RUN = randomBytes(4).toString("hex")
 const APP_KEY = `a_sk_bench${randomBytes(18).toString("base64url")}`
-/** Bounds the whole run so a stuck child can never keep it alive: 25 minutes, more with more targets (repeats). */
-const WATCHDOG_MS = Math.max(25, 5 + 4 * settings.targets.length) * 60_000
+/** Bounds the whole run so a stuck child can never keep it alive: 25 minutes, more with more targets (repeats) and rounds. */
+const WATCHDOG_MS = Math.max(25, 5 + 4 * settings.targets.length * settings.rounds) * 60_000
 
 const AIMS = {
   qos0: 20_000,
@@ -988,17 +993,19 @@ const throughputTable = (cases: ReadonlyArray<ThroughputCase>): Table => {
   }
 }
 
+/** A latency run's p99, unless it fell behind the rate (lost or skipped sends): then it is no latency at that rate. */
+const keptRate = (c: LatencyCase | undefined) => c === undefined || c.received < c.sent || c.skipped > 0 ? undefined : c.latency.p99
+
 const latencyTable = (cases: ReadonlyArray<LatencyCase>): Table => {
-  /** A peer's p99, unless it fell behind the rate (lost or skipped sends): then it is no latency at that rate. */
-  const p99Of = (target: string) => {
-    const peerCase = cases.find((c) => c.target === target)
-    return peerCase === undefined || peerCase.received < peerCase.sent || peerCase.skipped > 0 ? undefined : peerCase.latency.p99
-  }
+  const rounds = cases.some((c) => roundOf(cases, c, sameTarget) > 0)
+  /** A peer's p99 in the round of `c` (its runs are rounds too), or its only run's. */
+  const p99Of = (target: string, c: LatencyCase) => keptRate(peerInRound(cases.filter((p) => p.target === target), roundOf(cases, c, sameTarget)))
   return {
-    columns: ["target", "sent/s", "sent", "delivered", "lost", "skipped", "p50 ms", "p90 ms", "p99 ms", "max ms", "PUBACK p99 ms", "p99 vs aedes", ...durableColumn(cases, () => "p99 vs aedes+store"), "p99 vs Mosquitto", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU", ...STALL_COLUMNS],
+    columns: ["target", ...(rounds ? ["round"] : []), "sent/s", "sent", "delivered", "lost", "skipped", "p50 ms", "p90 ms", "p99 ms", "max ms", "PUBACK p99 ms", "p99 vs aedes", ...durableColumn(cases, () => "p99 vs aedes+store"), "p99 vs Mosquitto", "server CPU", "Postgres CPU", "loadgen CPU", "other CPU", "machine CPU", ...STALL_COLUMNS],
     numericFrom: 1,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
+      ...(rounds ? [String(roundOf(cases, c, sameTarget) + 1)] : []),
       int(c.sentPerSecond),
       int(c.sent),
       int(c.received),
@@ -1009,9 +1016,9 @@ const latencyTable = (cases: ReadonlyArray<LatencyCase>): Table => {
       ms(c.latency.p99),
       ms(c.latency.max),
       settings.latencyQos === 1 ? ms(c.ack.p99) : "–",
-      c.ceiling ? "–" : ratio(c.latency.p99, p99Of("bare aedes")),
-      ...durableColumn(cases, () => c.ceiling ? "–" : ratio(c.latency.p99, p99Of(durablePeerOf(c.target)))),
-      c.ceiling ? "–" : ratio(c.latency.p99, p99Of("Mosquitto")),
+      c.ceiling ? "–" : ratio(c.latency.p99, p99Of("bare aedes", c)),
+      ...durableColumn(cases, () => c.ceiling ? "–" : ratio(c.latency.p99, p99Of(durablePeerOf(c.target), c))),
+      c.ceiling ? "–" : ratio(c.latency.p99, p99Of("Mosquitto", c)),
       ...cpuCells(c.cpu),
       ...stallCells(c.cpu.stalls)
     ])
@@ -1071,22 +1078,30 @@ const verdicts = (r: Results): Array<string> => {
   const perSecond = (target: string, name: ThroughputCaseName) => (v: number) => `${int(v)} events/s${runsShown(target, name)}`
   verdict(`Postgres, MQTT QoS 0 ≥ ${int(AIMS.qos0)} stored events/s`, tp("Postgres", "MQTT QoS 0"), (v) => v >= AIMS.qos0, perSecond("Postgres", "MQTT QoS 0"))
   verdict(`Postgres, MQTT QoS 1 ≥ ${int(AIMS.qos1)} stored events/s`, tp("Postgres", "MQTT QoS 1"), (v) => v >= AIMS.qos1, perSecond("Postgres", "MQTT QoS 1"))
-  const lat = r.latency.find((c) => c.target === "Postgres")
+  // With rounds (BENCH_ROUNDS, or a repeated target), the median p99 over the rounds, and the
+  // median of each round's ratio to the peer's run of the same round (bench/rounds.ts).
+  const lats = r.latency.filter((c) => c.target === "Postgres")
+  const latsLost = lats.some((c) => c.received < c.sent * 0.99)
+  const latP99s = lats.map((c) => c.latency.p99)
   verdict(
     `Postgres, publish → subscriber p99 ≤ ${AIMS.p99Ms} ms at ${int(settings.rate)} events/s`,
-    lat === undefined || lat.received < lat.sent * 0.99 ? (lat === undefined ? undefined : Number.POSITIVE_INFINITY) : lat.latency.p99,
+    lats.length === 0 ? undefined : latsLost ? Number.POSITIVE_INFINITY : median(latP99s),
     (v) => v <= AIMS.p99Ms,
-    (v) => (Number.isFinite(v) ? `p99 ${ms(v)} ms` : "deliveries lost")
+    (v) => (Number.isFinite(v) ? `p99 ${ms(v)} ms${medianOfText(latP99s, ms)}` : "deliveries lost")
   )
   // Issue 19 item 4: the p99 against bare aedes's (as the issue states it), and against the durable
   // peer's, which pays the same commit before forwarding.
   for (const [peerName, what] of [["bare aedes", "bare aedes's"], [DURABLE_PEERS[0], `${DURABLE_PEERS[0]}'s (the durable peer)`]] as const) {
-    const theirs = r.latency.find((c) => c.target === peerName)
+    const theirs = r.latency.filter((c) => c.target === peerName)
+    const kept = theirs.map(keptRate)
+    const summary = lats.length === 0 || theirs.length === 0 || latsLost || kept.some((p) => p === undefined)
+      ? undefined
+      : summarizeRounds(latP99s, kept.filter((p) => p !== undefined))
     verdict(
       `Postgres, publish → subscriber p99 ≤ ${AIMS.p99OfPeer}× ${what} at ${int(settings.rate)} events/s (same run)`,
-      lat === undefined || theirs === undefined || lat.received < lat.sent * 0.99 || theirs.received < theirs.sent ? undefined : lat.latency.p99 / theirs.latency.p99,
+      summary?.ratio,
       (v) => v <= AIMS.p99OfPeer,
-      (v) => `×${v.toFixed(2)}: ${ms(lat?.latency.p99 ?? Number.NaN)} against ${ms(theirs?.latency.p99 ?? Number.NaN)} ms`
+      (v) => `×${v.toFixed(2)}: ${ms(summary?.ours ?? Number.NaN)} against ${ms(summary?.theirs ?? Number.NaN)} ms${summary !== undefined && summary.rounds > 1 ? " (medians)" : ""}${ratiosText(summary?.ratios ?? [])}`
     )
   }
   verdict(`Postgres, ≤ ${AIMS.kbPerConnection} KB per idle MQTT connection`, r.idle.find((c) => c.target === "Postgres")?.kbPerConnection, (v) => v <= AIMS.kbPerConnection, (v) => `${v.toFixed(1)} KB`)
@@ -1168,7 +1183,10 @@ const variantsNote = (): string => {
     has("tls")
       ? ` "Postgres, MQTT over TLS" is the same server with a self-signed RSA 2048 certificate made for the run (\`TLS_CERT_FILE\`, \`TLS_KEY_FILE\`); its publishers, subscriber and idle connections connect to the MQTTS port (\`mqtts://\`, verifying the certificate), CoAP and HTTP stay plain.`
       : "",
-    new Set(settings.targets).size < settings.targets.length ? ` Targets ran in this order, each on a fresh server and database: ${settings.targets.join(", ")}.` : ""
+    new Set(settings.targets).size < settings.targets.length ? ` Targets ran in this order, each on a fresh server and database: ${settings.targets.join(", ")}.` : "",
+    settings.rounds > 1
+      ? ` The latency and command cases ran ${settings.rounds} rounds (\`BENCH_ROUNDS=${settings.rounds}\`, bench/rounds.ts): each round started every target afresh in the order given; the other cases ran in the first round. Their verdicts take the median p99 over the rounds and, for a ratio, the median of each round's own ratio (a run against its peer's run of the same round); the tables give every round.`
+      : ""
   ]
   return parts.join("")
 }
@@ -1266,96 +1284,103 @@ const main = async () => {
     stallProbe = probe
     onShutdown(() => probe.close())
   }
-  for (const name of settings.targets) {
-    process.stdout.write(`${name}: starting${name === "aedes" || name === "mosquitto" || name === "aedes-postgres" || name === "aedes-pglite" ? "" : ` and seeding ${settings.devices} devices`}… `)
-    const started = Date.now()
-    let target: Target
-    try {
-      target = await targetStarters[name as (typeof TARGETS)[number]]()
-    } catch (error) {
-      if (name !== "mosquitto") throw error
-      const why = error instanceof Error ? error.message : String(error)
-      console.log(`skipped: ${why}`)
-      results.skipped.push(`Mosquitto not measured: ${why}`)
-      continue
-    }
-    console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`)
-    const cases: Array<{ readonly label: string; readonly run: (t: Target) => Promise<void> }> = []
-    // The durable peers' connections are bare aedes's: their memory is not measured again.
-    if (has("idle") && name !== "aedes-postgres" && name !== "aedes-pglite") cases.push({ label: "idle connections", run: async (t) => void results.idle.push(await idle(t)) })
-    if (has("latency")) cases.push({ label: "latency", run: async (t) => void results.latency.push(await latency(t)) })
-    const throughputCases: Array<[(typeof CASES)[number], ThroughputCaseName]> = [["qos0", "MQTT QoS 0"], ["qos1", "MQTT QoS 1"], ["coap", "CoAP"], ["http", "HTTP"]]
-    for (const [id, caseName] of throughputCases) {
-      if (!has(id) || (target.ceiling && (id === "coap" || id === "http"))) continue
-      cases.push({ label: caseName, run: async (t) => void results.throughput.push(await throughput(t, caseName)) })
-    }
-    if (has("commands")) {
-      const commandCase = (via: CommandVia) => async (t: Target) => {
-        await quiet(`${t.name} commands (${via})`)
-        process.stdout.write(`  ${t.name.padEnd(10)} commands ${via.padEnd(8)} `)
-        const c = await runCommandCase({
-          root,
-          target: t.name,
-          ceiling: t.ceiling,
-          via,
-          mqttUrl: t.mqttUrl,
-          httpUrl: t.httpUrl,
-          appKey: t.appKey,
-          devices: t.devices,
-          rate: settings.commandRate,
-          warmupMs: settings.warmupSeconds * 1000,
-          durationMs: settings.durationSeconds * 1000,
-          clientPrefix: `vb${RUN}-cmd-${via}`,
-          dumpFile: dumpFile(t.name, `commands-${via}`),
-          serverPid: t.pid,
-          database: t.database,
-          stalls: stallProbe?.within
-        })
-        console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
-        results.commands.push(c)
-      }
-      if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
-      else {
-        // The commands are made once per server (a restarted one has a fresh store): a second case
-        // would only meet 1,000 409s, and as many unique-key errors in Postgres's log.
-        const seeded = new WeakMap<Target, Promise<void>>()
-        for (const [label, via] of ([["commands over REST", "http"], ["commands over MQTT", "mqtt"]] as const).filter(([, via]) => settings.commandVia.includes(via))) {
-          cases.push({
-            label,
-            run: async (t) => {
-              const httpUrl = t.httpUrl
-              if (httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
-              if (!seeded.has(t)) seeded.set(t, seedCommands(httpUrl, t.appKey, t.devices.map((d) => d.id)))
-              await seeded.get(t)
-              await commandCase(via)(t)
-            }
-          })
-        }
-      }
-    }
-    try {
-      for (const [i, c] of cases.entries()) {
-        let failure: string | undefined
-        try {
-          await c.run(target)
-        } catch (error) {
-          failure = error instanceof Error ? error.message.split("\n")[0] : String(error)
-        }
-        const crash = crashed(target)
-        if (crash === undefined && failure === undefined) continue
-        const reason = crash ?? failure ?? ""
-        results.failures.push({ target: target.ceiling ? target.name : `Voltaic/${target.name}`, case: c.label, reason })
-        console.log(`  ⚠ ${target.name} ${c.label}: ${crash === undefined ? "failed" : "the server exited"}: ${reason}`)
-        if (crash !== undefined && target.child !== undefined) console.error(`    its last lines:\n${target.child.tail.map((l) => `    | ${l}`).join("\n")}`)
-        if (i === cases.length - 1) break
-        // The remaining cases get a fresh server (and store).
-        await target.close()
-        process.stdout.write(`${name}: restarting… `)
+  // Rounds after the first run only the tail cases, for every target in the order given.
+  const tailCases = ["latency", "commands"] as const
+  const rounds = settings.cases.some((c) => (tailCases as ReadonlyArray<string>).includes(c)) ? settings.rounds : 1
+  for (let round = 0; round < rounds; round++) {
+    const has = (c: (typeof CASES)[number]) => settings.cases.includes(c) && (round === 0 || (tailCases as ReadonlyArray<string>).includes(c))
+    if (rounds > 1) console.log(`\nround ${round + 1} of ${rounds}`)
+    for (const name of settings.targets) {
+      process.stdout.write(`${name}: starting${name === "aedes" || name === "mosquitto" || name === "aedes-postgres" || name === "aedes-pglite" ? "" : ` and seeding ${settings.devices} devices`}… `)
+      const started = Date.now()
+      let target: Target
+      try {
         target = await targetStarters[name as (typeof TARGETS)[number]]()
-        console.log("ready")
+      } catch (error) {
+        if (name !== "mosquitto") throw error
+        const why = error instanceof Error ? error.message : String(error)
+        console.log(`skipped: ${why}`)
+        if (round === 0) results.skipped.push(`Mosquitto not measured: ${why}`)
+        continue
       }
-    } finally {
-      await target.close()
+      console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+      const cases: Array<{ readonly label: string; readonly run: (t: Target) => Promise<void> }> = []
+      // The durable peers' connections are bare aedes's: their memory is not measured again.
+      if (has("idle") && name !== "aedes-postgres" && name !== "aedes-pglite") cases.push({ label: "idle connections", run: async (t) => void results.idle.push(await idle(t)) })
+      if (has("latency")) cases.push({ label: "latency", run: async (t) => void results.latency.push(await latency(t)) })
+      const throughputCases: Array<[(typeof CASES)[number], ThroughputCaseName]> = [["qos0", "MQTT QoS 0"], ["qos1", "MQTT QoS 1"], ["coap", "CoAP"], ["http", "HTTP"]]
+      for (const [id, caseName] of throughputCases) {
+        if (!has(id) || (target.ceiling && (id === "coap" || id === "http"))) continue
+        cases.push({ label: caseName, run: async (t) => void results.throughput.push(await throughput(t, caseName)) })
+      }
+      if (has("commands")) {
+        const commandCase = (via: CommandVia) => async (t: Target) => {
+          await quiet(`${t.name} commands (${via})`)
+          process.stdout.write(`  ${t.name.padEnd(10)} commands ${via.padEnd(8)} `)
+          const c = await runCommandCase({
+            root,
+            target: t.name,
+            ceiling: t.ceiling,
+            via,
+            mqttUrl: t.mqttUrl,
+            httpUrl: t.httpUrl,
+            appKey: t.appKey,
+            devices: t.devices,
+            rate: settings.commandRate,
+            warmupMs: settings.warmupSeconds * 1000,
+            durationMs: settings.durationSeconds * 1000,
+            clientPrefix: `vb${RUN}-cmd-${via}`,
+            dumpFile: dumpFile(t.name, `commands-${via}`),
+            serverPid: t.pid,
+            database: t.database,
+            stalls: stallProbe?.within
+          })
+          console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
+          results.commands.push(c)
+        }
+        if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
+        else {
+          // The commands are made once per server (a restarted one has a fresh store): a second case
+          // would only meet 1,000 409s, and as many unique-key errors in Postgres's log.
+          const seeded = new WeakMap<Target, Promise<void>>()
+          for (const [label, via] of ([["commands over REST", "http"], ["commands over MQTT", "mqtt"]] as const).filter(([, via]) => settings.commandVia.includes(via))) {
+            cases.push({
+              label,
+              run: async (t) => {
+                const httpUrl = t.httpUrl
+                if (httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
+                if (!seeded.has(t)) seeded.set(t, seedCommands(httpUrl, t.appKey, t.devices.map((d) => d.id)))
+                await seeded.get(t)
+                await commandCase(via)(t)
+              }
+            })
+          }
+        }
+      }
+      try {
+        for (const [i, c] of cases.entries()) {
+          let failure: string | undefined
+          try {
+            await c.run(target)
+          } catch (error) {
+            failure = error instanceof Error ? error.message.split("\n")[0] : String(error)
+          }
+          const crash = crashed(target)
+          if (crash === undefined && failure === undefined) continue
+          const reason = crash ?? failure ?? ""
+          results.failures.push({ target: target.ceiling ? target.name : `Voltaic/${target.name}`, case: c.label, reason })
+          console.log(`  ⚠ ${target.name} ${c.label}: ${crash === undefined ? "failed" : "the server exited"}: ${reason}`)
+          if (crash !== undefined && target.child !== undefined) console.error(`    its last lines:\n${target.child.tail.map((l) => `    | ${l}`).join("\n")}`)
+          if (i === cases.length - 1) break
+          // The remaining cases get a fresh server (and store).
+          await target.close()
+          process.stdout.write(`${name}: restarting… `)
+          target = await targetStarters[name as (typeof TARGETS)[number]]()
+          console.log("ready")
+        }
+      } finally {
+        await target.close()
+      }
     }
   }
   printReport(results)
