@@ -104,6 +104,13 @@ describe("CoAP request → Envelope → reply, without sockets", () => {
     expect(ingest.envelopes.map((e) => [e.principal, e.device])).toEqual([[application, { customId: "gate-1" }], [application, { id: "dev_9" }]])
   })
 
+  it("keeps dotted keys inside the event's data as the device sent them, as MQTT does", async () => {
+    const ingest = recording()
+    const data = { "temp.c": 21.5, probe: { "a.b": [1, { "c.d": true }] } }
+    await run({ body: { accessToken: "d_sk_device", name: "climate", data, "data2.x": 1 } }, ingest)
+    expect(ingest.envelopes[0].payload).toMatchObject({ name: "climate", data })
+  })
+
   it("accepts no Content-Format, application/json and text/plain; refuses others with 4.15", async () => {
     for (const contentFormat of [undefined, "application/json", "text/plain"]) {
       expect((await run({ contentFormat, body: { accessToken: "d_sk_device", name: "x" } })).code).toBe("2.01")

@@ -29,6 +29,17 @@ describe.each(STORE_KINDS)("events, locations and commands over REST on %s", (ki
     expect(device.body.lastSeenAt).toBeGreaterThanOrEqual(before)
   })
 
+  it("stores an event's data with dotted keys as sent, as MQTT does, while the body's own dotted keys are fields", async () => {
+    const data = { "temp.c": 21.5, probe: { "a.b": [1, { "c.d": true }] }, "device.id": "not a field here" }
+    const res = await app("POST", "/events", { name: "climate", data, "device.id": deviceId })
+    expect(res.status).toBe(200)
+    expect(res.body).toMatchObject({ data, device: { id: deviceId } })
+    expect((await app("GET", `/events/${res.body.id}`)).body.data).toEqual(data)
+    // A top-level dotted key into data is still the nested field it names.
+    const merged = await app("POST", "/events", { name: "climate", data: { a: 1 }, "data.b": 2, device: { id: deviceId } })
+    expect(merged.body.data).toEqual({ a: 1, b: 2 })
+  })
+
   it("lets an application publish for a device by id, and by customId creating it", async () => {
     const byId = await app("POST", "/events", { name: "door", data: "open", device: { id: deviceId } })
     expect(byId.body.device.id).toBe(deviceId)

@@ -10,6 +10,8 @@ export const JSON_BODY_LIMIT = 1024 * 1024
 /**
  * `{"device.id": "x"}` → `{device: {id: "x"}}` (API-DECISIONS "Wire format": dotted keys
  * are accepted exactly like nested objects). Nested objects given both ways are merged.
+ * Only the body's own keys are expanded, not those inside its values: an event's `data` (any
+ * JSON value) keeps `{"temp.c": 21}` as the device sent it, as it does over MQTT.
  * Takes values that passed the payload policy (`screen`), which refuses keys with a part
  * named `__proto__`, `constructor` or `prototype`: walking into one would write onto
  * `Object.prototype`.
@@ -26,11 +28,10 @@ export const expandDottedKeys = (value: unknown): unknown => {
       target = target[part] as Record<string, unknown>
     }
     const last = parts[parts.length - 1]
-    const expanded = expandDottedKeys(inner)
     const existing = target[last]
-    target[last] = Predicate.isObject(existing) && !Array.isArray(existing) && Predicate.isObject(expanded) && !Array.isArray(expanded)
-      ? { ...existing, ...expanded }
-      : expanded
+    target[last] = Predicate.isObject(existing) && !Array.isArray(existing) && Predicate.isObject(inner) && !Array.isArray(inner)
+      ? { ...existing, ...inner }
+      : inner
   }
   return out
 }
