@@ -1093,10 +1093,8 @@ const verdicts = (r: Results): Array<string> => {
   // peer's, which pays the same commit before forwarding.
   for (const [peerName, what] of [["bare aedes", "bare aedes's"], [DURABLE_PEERS[0], `${DURABLE_PEERS[0]}'s (the durable peer)`]] as const) {
     const theirs = r.latency.filter((c) => c.target === peerName)
-    const kept = theirs.map(keptRate)
-    const summary = lats.length === 0 || theirs.length === 0 || latsLost || kept.some((p) => p === undefined)
-      ? undefined
-      : summarizeRounds(latP99s, kept.filter((p) => p !== undefined))
+    const kept = theirs.map(keptRate).filter((p) => p !== undefined)
+    const summary = lats.length === 0 || theirs.length === 0 || latsLost || kept.length < theirs.length ? undefined : summarizeRounds(latP99s, kept)
     verdict(
       `Postgres, publish → subscriber p99 ≤ ${AIMS.p99OfPeer}× ${what} at ${int(settings.rate)} events/s (same run)`,
       summary?.ratio,
@@ -1268,6 +1266,103 @@ ${n.length > 0 ? `\n${n.map((x) => `- ${x}`).join("\n")}\n` : ""}`
   appendFileSync(resultsFile, section)
 }
 
+/**
+ * Starts a target, runs the cases `has` names on it (on a fresh server again after a case that
+ * failed or crashed it) and closes it; the figures go to `results`.
+ */
+const measureTarget = async (name: string, has: (c: (typeof CASES)[number]) => boolean, results: Results, firstRound: boolean) => {
+  process.stdout.write(`${name}: starting${name === "aedes" || name === "mosquitto" || name === "aedes-postgres" || name === "aedes-pglite" ? "" : ` and seeding ${settings.devices} devices`}… `)
+  const started = Date.now()
+  let target: Target
+  try {
+    target = await targetStarters[name as (typeof TARGETS)[number]]()
+  } catch (error) {
+    if (name !== "mosquitto") throw error
+    const why = error instanceof Error ? error.message : String(error)
+    console.log(`skipped: ${why}`)
+    if (firstRound) results.skipped.push(`Mosquitto not measured: ${why}`)
+    return
+  }
+  console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`)
+  const cases: Array<{ readonly label: string; readonly run: (t: Target) => Promise<void> }> = []
+  // The durable peers' connections are bare aedes's: their memory is not measured again.
+  if (has("idle") && name !== "aedes-postgres" && name !== "aedes-pglite") cases.push({ label: "idle connections", run: async (t) => void results.idle.push(await idle(t)) })
+  if (has("latency")) cases.push({ label: "latency", run: async (t) => void results.latency.push(await latency(t)) })
+  const throughputCases: Array<[(typeof CASES)[number], ThroughputCaseName]> = [["qos0", "MQTT QoS 0"], ["qos1", "MQTT QoS 1"], ["coap", "CoAP"], ["http", "HTTP"]]
+  for (const [id, caseName] of throughputCases) {
+    if (!has(id) || (target.ceiling && (id === "coap" || id === "http"))) continue
+    cases.push({ label: caseName, run: async (t) => void results.throughput.push(await throughput(t, caseName)) })
+  }
+  if (has("commands")) {
+    const commandCase = (via: CommandVia) => async (t: Target) => {
+      await quiet(`${t.name} commands (${via})`)
+      process.stdout.write(`  ${t.name.padEnd(10)} commands ${via.padEnd(8)} `)
+      const c = await runCommandCase({
+        root,
+        target: t.name,
+        ceiling: t.ceiling,
+        via,
+        mqttUrl: t.mqttUrl,
+        httpUrl: t.httpUrl,
+        appKey: t.appKey,
+        devices: t.devices,
+        rate: settings.commandRate,
+        warmupMs: settings.warmupSeconds * 1000,
+        durationMs: settings.durationSeconds * 1000,
+        clientPrefix: `vb${RUN}-cmd-${via}`,
+        dumpFile: dumpFile(t.name, `commands-${via}`),
+        serverPid: t.pid,
+        database: t.database,
+        stalls: stallProbe?.within
+      })
+      console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
+      results.commands.push(c)
+    }
+    if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
+    else {
+      // The commands are made once per server (a restarted one has a fresh store): a second case
+      // would only meet 1,000 409s, and as many unique-key errors in Postgres's log.
+      const seeded = new WeakMap<Target, Promise<void>>()
+      for (const [label, via] of ([["commands over REST", "http"], ["commands over MQTT", "mqtt"]] as const).filter(([, via]) => settings.commandVia.includes(via))) {
+        cases.push({
+          label,
+          run: async (t) => {
+            const httpUrl = t.httpUrl
+            if (httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
+            if (!seeded.has(t)) seeded.set(t, seedCommands(httpUrl, t.appKey, t.devices.map((d) => d.id)))
+            await seeded.get(t)
+            await commandCase(via)(t)
+          }
+        })
+      }
+    }
+  }
+  try {
+    for (const [i, c] of cases.entries()) {
+      let failure: string | undefined
+      try {
+        await c.run(target)
+      } catch (error) {
+        failure = error instanceof Error ? error.message.split("\n")[0] : String(error)
+      }
+      const crash = crashed(target)
+      if (crash === undefined && failure === undefined) continue
+      const reason = crash ?? failure ?? ""
+      results.failures.push({ target: target.ceiling ? target.name : `Voltaic/${target.name}`, case: c.label, reason })
+      console.log(`  ⚠ ${target.name} ${c.label}: ${crash === undefined ? "failed" : "the server exited"}: ${reason}`)
+      if (crash !== undefined && target.child !== undefined) console.error(`    its last lines:\n${target.child.tail.map((l) => `    | ${l}`).join("\n")}`)
+      if (i === cases.length - 1) break
+      // The remaining cases get a fresh server (and store).
+      await target.close()
+      process.stdout.write(`${name}: restarting… `)
+      target = await targetStarters[name as (typeof TARGETS)[number]]()
+      console.log("ready")
+    }
+  } finally {
+    await target.close()
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 
 const main = async () => {
@@ -1285,103 +1380,12 @@ const main = async () => {
     onShutdown(() => probe.close())
   }
   // Rounds after the first run only the tail cases, for every target in the order given.
-  const tailCases = ["latency", "commands"] as const
-  const rounds = settings.cases.some((c) => (tailCases as ReadonlyArray<string>).includes(c)) ? settings.rounds : 1
+  const isTailCase = (c: string) => c === "latency" || c === "commands"
+  const rounds = settings.cases.some(isTailCase) ? settings.rounds : 1
   for (let round = 0; round < rounds; round++) {
-    const has = (c: (typeof CASES)[number]) => settings.cases.includes(c) && (round === 0 || (tailCases as ReadonlyArray<string>).includes(c))
+    const inRound = (c: (typeof CASES)[number]) => has(c) && (round === 0 || isTailCase(c))
     if (rounds > 1) console.log(`\nround ${round + 1} of ${rounds}`)
-    for (const name of settings.targets) {
-      process.stdout.write(`${name}: starting${name === "aedes" || name === "mosquitto" || name === "aedes-postgres" || name === "aedes-pglite" ? "" : ` and seeding ${settings.devices} devices`}… `)
-      const started = Date.now()
-      let target: Target
-      try {
-        target = await targetStarters[name as (typeof TARGETS)[number]]()
-      } catch (error) {
-        if (name !== "mosquitto") throw error
-        const why = error instanceof Error ? error.message : String(error)
-        console.log(`skipped: ${why}`)
-        if (round === 0) results.skipped.push(`Mosquitto not measured: ${why}`)
-        continue
-      }
-      console.log(`ready in ${((Date.now() - started) / 1000).toFixed(1)} s`)
-      const cases: Array<{ readonly label: string; readonly run: (t: Target) => Promise<void> }> = []
-      // The durable peers' connections are bare aedes's: their memory is not measured again.
-      if (has("idle") && name !== "aedes-postgres" && name !== "aedes-pglite") cases.push({ label: "idle connections", run: async (t) => void results.idle.push(await idle(t)) })
-      if (has("latency")) cases.push({ label: "latency", run: async (t) => void results.latency.push(await latency(t)) })
-      const throughputCases: Array<[(typeof CASES)[number], ThroughputCaseName]> = [["qos0", "MQTT QoS 0"], ["qos1", "MQTT QoS 1"], ["coap", "CoAP"], ["http", "HTTP"]]
-      for (const [id, caseName] of throughputCases) {
-        if (!has(id) || (target.ceiling && (id === "coap" || id === "http"))) continue
-        cases.push({ label: caseName, run: async (t) => void results.throughput.push(await throughput(t, caseName)) })
-      }
-      if (has("commands")) {
-        const commandCase = (via: CommandVia) => async (t: Target) => {
-          await quiet(`${t.name} commands (${via})`)
-          process.stdout.write(`  ${t.name.padEnd(10)} commands ${via.padEnd(8)} `)
-          const c = await runCommandCase({
-            root,
-            target: t.name,
-            ceiling: t.ceiling,
-            via,
-            mqttUrl: t.mqttUrl,
-            httpUrl: t.httpUrl,
-            appKey: t.appKey,
-            devices: t.devices,
-            rate: settings.commandRate,
-            warmupMs: settings.warmupSeconds * 1000,
-            durationMs: settings.durationSeconds * 1000,
-            clientPrefix: `vb${RUN}-cmd-${via}`,
-            dumpFile: dumpFile(t.name, `commands-${via}`),
-            serverPid: t.pid,
-            database: t.database,
-            stalls: stallProbe?.within
-          })
-          console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
-          results.commands.push(c)
-        }
-        if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
-        else {
-          // The commands are made once per server (a restarted one has a fresh store): a second case
-          // would only meet 1,000 409s, and as many unique-key errors in Postgres's log.
-          const seeded = new WeakMap<Target, Promise<void>>()
-          for (const [label, via] of ([["commands over REST", "http"], ["commands over MQTT", "mqtt"]] as const).filter(([, via]) => settings.commandVia.includes(via))) {
-            cases.push({
-              label,
-              run: async (t) => {
-                const httpUrl = t.httpUrl
-                if (httpUrl === undefined) throw new Error(`${t.name}: no HTTP URL for POST /v1/commands`)
-                if (!seeded.has(t)) seeded.set(t, seedCommands(httpUrl, t.appKey, t.devices.map((d) => d.id)))
-                await seeded.get(t)
-                await commandCase(via)(t)
-              }
-            })
-          }
-        }
-      }
-      try {
-        for (const [i, c] of cases.entries()) {
-          let failure: string | undefined
-          try {
-            await c.run(target)
-          } catch (error) {
-            failure = error instanceof Error ? error.message.split("\n")[0] : String(error)
-          }
-          const crash = crashed(target)
-          if (crash === undefined && failure === undefined) continue
-          const reason = crash ?? failure ?? ""
-          results.failures.push({ target: target.ceiling ? target.name : `Voltaic/${target.name}`, case: c.label, reason })
-          console.log(`  ⚠ ${target.name} ${c.label}: ${crash === undefined ? "failed" : "the server exited"}: ${reason}`)
-          if (crash !== undefined && target.child !== undefined) console.error(`    its last lines:\n${target.child.tail.map((l) => `    | ${l}`).join("\n")}`)
-          if (i === cases.length - 1) break
-          // The remaining cases get a fresh server (and store).
-          await target.close()
-          process.stdout.write(`${name}: restarting… `)
-          target = await targetStarters[name as (typeof TARGETS)[number]]()
-          console.log("ready")
-        }
-      } finally {
-        await target.close()
-      }
-    }
+    for (const name of settings.targets) await measureTarget(name, inRound, results, round === 0)
   }
   printReport(results)
   if (settings.record) {
