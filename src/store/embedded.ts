@@ -1,5 +1,6 @@
 import type { Results } from "@electric-sql/pglite"
-import { readFileSync } from "node:fs"
+import { createHash } from "node:crypto"
+import { existsSync, readFileSync, statSync } from "node:fs"
 import { extname, join, sep } from "node:path"
 import { fileURLToPath } from "node:url"
 import { setFlagsFromString } from "node:v8"
@@ -72,6 +73,21 @@ export interface StartData {
   readonly dataDir: string | undefined
   /** Where the initdb template is kept (none when undefined). */
   readonly template: string | undefined
+  /** The template's tar, read and verified by this process (`templateTar`); undefined: none kept, or the database exists. */
+  readonly templateTar: SharedArrayBuffer | undefined
+  /** PGlite's compiled wasm and file bundle, loaded once by this process (`pgliteArtifacts`); undefined: PGlite loads its own. */
+  readonly artifacts: Artifacts | undefined
+}
+
+/**
+ * What every PGlite of a process starts from, loaded once: Postgres's and initdb's wasm compiled
+ * (a `WebAssembly.Module` crosses to a worker without being compiled again) and PGlite's file
+ * bundle (`pglite.data`, the share directory). Each PGlite loads and compiles them anew otherwise.
+ */
+export interface Artifacts {
+  readonly pglite: WebAssembly.Module
+  readonly initdb: WebAssembly.Module
+  readonly bundle: SharedArrayBuffer
 }
 
 /** A failure crossing the thread boundary: the message and every primitive field (`code`…). */
@@ -177,14 +193,79 @@ export const initdbTemplate = (): string | undefined => {
   }
 }
 
+/** Bytes in a buffer the process's threads share (a worker reads them without a copy crossing). */
+const shared = (bytes: Uint8Array): SharedArrayBuffer => {
+  const buffer = new SharedArrayBuffer(bytes.byteLength)
+  new Uint8Array(buffer).set(bytes)
+  return buffer
+}
+
+let artifacts: Promise<Artifacts | undefined> | undefined
+
+/** PGlite's artifacts, loaded by the first open of the process; undefined where its files are not beside its module (Deno's cache). */
+export const pgliteArtifacts = (): Promise<Artifacts | undefined> => {
+  artifacts ??= (async () => {
+    try {
+      const entry = import.meta.resolve("@electric-sql/pglite")
+      const file = (name: string) => readFileSync(fileURLToPath(new URL(name, entry)))
+      const [pglite, initdb] = await Promise.all([WebAssembly.compile(file("pglite.wasm")), WebAssembly.compile(file("initdb.wasm"))])
+      return { pglite, initdb, bundle: shared(file("pglite.data")) }
+    } catch {
+      return undefined
+    }
+  })()
+  return artifacts
+}
+
+const DIGEST_BYTES = 32
+
+/** The last template read, by the file's identity: a file replaced or changed is read again. */
+let lastTemplate: { readonly key: string; readonly tar: SharedArrayBuffer } | undefined
+
+/**
+ * The template's tar when `file` holds one whose SHA-256 (its last 32 bytes) matches, read once
+ * while the file stays the same (its inode, size and modification time).
+ */
+export const templateTar = (file: string): SharedArrayBuffer | undefined => {
+  let key: string
+  try {
+    const stat = statSync(file)
+    key = `${file} ${stat.ino} ${stat.size} ${stat.mtimeMs}`
+  } catch {
+    return undefined
+  }
+  if (lastTemplate?.key === key) return lastTemplate.tar
+  let bytes: Buffer
+  try {
+    bytes = readFileSync(file)
+  } catch {
+    return undefined
+  }
+  if (bytes.length <= DIGEST_BYTES) return undefined
+  const tar = bytes.subarray(0, bytes.length - DIGEST_BYTES)
+  if (!createHash("sha256").update(tar).digest().equals(bytes.subarray(bytes.length - DIGEST_BYTES))) return undefined
+  lastTemplate = { key, tar: shared(tar) }
+  return lastTemplate.tar
+}
+
 /**
  * Opens PGlite in `dataDir` (in memory when undefined) on its own thread; a new database comes
  * from `template` when it holds one (default: `initdbTemplate()`; null: never).
  */
-export const openEmbedded = (dataDir: string | undefined, template: string | null = initdbTemplate() ?? null): Promise<EmbeddedDb> =>
+export const openEmbedded = async (dataDir: string | undefined, template: string | null = initdbTemplate() ?? null): Promise<EmbeddedDb> => {
+  keepWasmWrappersGeneric()
+  const exists = dataDir !== undefined && existsSync(join(dataDir, "PG_VERSION"))
+  const start: StartData = {
+    dataDir,
+    template: template ?? undefined,
+    templateTar: template === null || exists ? undefined : templateTar(template),
+    artifacts: await pgliteArtifacts()
+  }
+  return startWorker(start)
+}
+
+const startWorker = (start: StartData): Promise<EmbeddedDb> =>
   new Promise((resolveOpen, rejectOpen) => {
-    keepWasmWrappersGeneric()
-    const start: StartData = { dataDir, template: template ?? undefined }
     const worker = new Worker(workerUrl(), { workerData: start, execArgv: workerFlags(process.execArgv) })
     const waiting = new Map<number, { resolve: (reply: Reply) => void; reject: (error: Error) => void }>()
     let next = 1

@@ -5,7 +5,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type EmbeddedDb, initdbTemplate, openEmbedded, workerFlags } from "../../src/store/embedded.ts"
+import { createHash } from "node:crypto"
+import { type EmbeddedDb, initdbTemplate, openEmbedded, pgliteArtifacts, templateTar, workerFlags } from "../../src/store/embedded.ts"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
@@ -179,17 +180,50 @@ describe("PGlite on its own thread", () => {
 
   it("on disk, syncs to the disk: fsync on, the WAL synced by fsync, made from the template or by initdb", async () => {
     const settings = async (opened: EmbeddedDb) =>
-      (await opened.query<{ fsync: string; method: string }>(
-        "SELECT current_setting('fsync') AS fsync, current_setting('wal_sync_method') AS method"
+      (await opened.query<{ fsync: string; method: string; buffers: string }>(
+        "SELECT current_setting('fsync') AS fsync, current_setting('wal_sync_method') AS method, current_setting('shared_buffers') AS buffers"
       )).rows
     const fromTemplate = await openEmbedded(join(root, "synced-template"), join(root, "synced-cache", "initdb.tar"))
-    expect(await settings(fromTemplate)).toEqual([{ fsync: "on", method: "fsync" }])
+    expect(await settings(fromTemplate)).toEqual([{ fsync: "on", method: "fsync", buffers: "128MB" }])
     await fromTemplate.close()
     const byInitdb = await openEmbedded(join(root, "synced-initdb"), null)
-    expect(await settings(byInitdb)).toEqual([{ fsync: "on", method: "fsync" }])
+    expect(await settings(byInitdb)).toEqual([{ fsync: "on", method: "fsync", buffers: "128MB" }])
     await byInitdb.close()
-    // In memory there is no disk to sync: PGlite's own settings.
-    expect(await settings(db)).toEqual([{ fsync: "off", method: "fdatasync" }])
+    // In memory there is no disk to sync: PGlite's own settings; and a smaller buffer cache over
+    // files that are in memory already (Emscripten zero-fills the cache at every start).
+    expect(await settings(db)).toEqual([{ fsync: "off", method: "fdatasync", buffers: "16MB" }])
+  })
+
+  it("reads a template once while its file stays the same, and again once it is replaced or changed", async () => {
+    const file = join(root, "read-once", "initdb.tar")
+    await mkdir(join(root, "read-once"))
+    const write = (tar: Buffer) => writeFile(file, Buffer.concat([tar, createHash("sha256").update(tar).digest()]))
+    await write(Buffer.from("first tar"))
+    const first = templateTar(file)
+    expect(first === undefined ? undefined : Buffer.from(first).toString()).toBe("first tar")
+    expect(templateTar(file)).toBe(first)
+    await write(Buffer.from("second tar, longer"))
+    const second = templateTar(file)
+    expect(second).not.toBe(first)
+    expect(second === undefined ? undefined : Buffer.from(second).toString()).toBe("second tar, longer")
+    // The same length and a digest that does not match: changed, and not used.
+    const damaged = readFileSync(file)
+    damaged[0] ^= 0xff
+    await writeFile(file, damaged)
+    expect(templateTar(file)).toBeUndefined()
+    expect(templateTar(join(root, "read-once", "none.tar"))).toBeUndefined()
+  })
+
+  it("compiles PGlite's wasm and reads its file bundle once a process, for every database it opens", async () => {
+    const artifacts = await pgliteArtifacts()
+    expect(artifacts).toBeDefined()
+    expect(await pgliteArtifacts()).toBe(artifacts)
+    if (artifacts === undefined) return
+    const exported = (module: WebAssembly.Module) => WebAssembly.Module.exports(module).map((entry) => entry.name)
+    expect(exported(artifacts.pglite)).toContain("ProcessStartupPacket")
+    expect(exported(artifacts.initdb)).not.toContain("ProcessStartupPacket")
+    const bundle = readFileSync(fileURLToPath(new URL("pglite.data", import.meta.resolve("@electric-sql/pglite"))))
+    expect(Buffer.from(artifacts.bundle).equals(bundle)).toBe(true)
   })
 
   it("makes a new database from the initdb template once one is kept, in memory and on disk; a damaged one is not used", async () => {
