@@ -3,6 +3,7 @@ import { createHash } from "node:crypto"
 import { existsSync, readFileSync, statSync } from "node:fs"
 import { extname, join, sep } from "node:path"
 import { fileURLToPath } from "node:url"
+import { clearTimeout, setTimeout } from "node:timers"
 import { setFlagsFromString } from "node:v8"
 import { Worker } from "node:worker_threads"
 
@@ -200,11 +201,30 @@ const shared = (bytes: Uint8Array): SharedArrayBuffer => {
   return buffer
 }
 
-let artifacts: Promise<Artifacts | undefined> | undefined
+/**
+ * What a run of opens shares (the test suites open ~130 databases, a few seconds apart), dropped
+ * once no open used it for `keptForOpens.ms`: a server, which opens one, does not keep the template's
+ * 40 MB and the bundle's 6 MB it read for it.
+ */
+let kept: {
+  artifacts?: Promise<Artifacts | undefined>
+  template?: { readonly key: string; readonly tar: SharedArrayBuffer }
+} = {}
+/** How long `kept` stays after the last open that used it (tests shorten it). */
+export const keptForOpens = { ms: 30_000 }
+let dropKept: ReturnType<typeof setTimeout> | undefined
+const keepAWhile = () => {
+  clearTimeout(dropKept)
+  dropKept = setTimeout(() => {
+    kept = {}
+  }, keptForOpens.ms)
+  dropKept.unref()
+}
 
-/** PGlite's artifacts, loaded by the first open of the process; undefined where its files are not beside its module (Deno's cache). */
+/** PGlite's artifacts, loaded once for a run of opens; undefined where its files are not beside its module (Deno's cache). */
 export const pgliteArtifacts = (): Promise<Artifacts | undefined> => {
-  artifacts ??= (async () => {
+  keepAWhile()
+  kept.artifacts ??= (async () => {
     try {
       const entry = import.meta.resolve("@electric-sql/pglite")
       const file = (name: string) => readFileSync(fileURLToPath(new URL(name, entry)))
@@ -214,19 +234,18 @@ export const pgliteArtifacts = (): Promise<Artifacts | undefined> => {
       return undefined
     }
   })()
-  return artifacts
+  return kept.artifacts
 }
 
 const DIGEST_BYTES = 32
 
-/** The last template read, by the file's identity: a file replaced or changed is read again. */
-let lastTemplate: { readonly key: string; readonly tar: SharedArrayBuffer } | undefined
-
 /**
  * The template's tar when `file` holds one whose SHA-256 (its last 32 bytes) matches, read once
- * while the file stays the same (its inode, size and modification time).
+ * for a run of opens while the file stays the same (its inode, size and modification time): a
+ * file replaced or changed is read again.
  */
 export const templateTar = (file: string): SharedArrayBuffer | undefined => {
+  keepAWhile()
   let key: string
   try {
     const stat = statSync(file)
@@ -234,7 +253,7 @@ export const templateTar = (file: string): SharedArrayBuffer | undefined => {
   } catch {
     return undefined
   }
-  if (lastTemplate?.key === key) return lastTemplate.tar
+  if (kept.template?.key === key) return kept.template.tar
   let bytes: Buffer
   try {
     bytes = readFileSync(file)
@@ -244,8 +263,8 @@ export const templateTar = (file: string): SharedArrayBuffer | undefined => {
   if (bytes.length <= DIGEST_BYTES) return undefined
   const tar = bytes.subarray(0, bytes.length - DIGEST_BYTES)
   if (!createHash("sha256").update(tar).digest().equals(bytes.subarray(bytes.length - DIGEST_BYTES))) return undefined
-  lastTemplate = { key, tar: shared(tar) }
-  return lastTemplate.tar
+  kept.template = { key, tar: shared(tar) }
+  return kept.template.tar
 }
 
 /**

@@ -6,7 +6,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createHash } from "node:crypto"
-import { type EmbeddedDb, initdbTemplate, openEmbedded, pgliteArtifacts, templateTar, workerFlags } from "../../src/store/embedded.ts"
+import { type EmbeddedDb, initdbTemplate, keptForOpens, openEmbedded, pgliteArtifacts, templateTar, workerFlags } from "../../src/store/embedded.ts"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
@@ -214,7 +214,29 @@ describe("PGlite on its own thread", () => {
     expect(templateTar(join(root, "read-once", "none.tar"))).toBeUndefined()
   })
 
-  it("compiles PGlite's wasm and reads its file bundle once a process, for every database it opens", async () => {
+  it("drops the template and PGlite's artifacts once no open used them for a while (a server opens one database)", async () => {
+    const file = join(root, "kept", "initdb.tar")
+    await mkdir(join(root, "kept"))
+    const tar = Buffer.from("kept tar")
+    await writeFile(file, Buffer.concat([tar, createHash("sha256").update(tar).digest()]))
+    const kept = keptForOpens.ms
+    keptForOpens.ms = 50
+    try {
+      const first = templateTar(file)
+      const artifacts = await pgliteArtifacts()
+      await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(templateTar(file)).toBe(first)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      const again = templateTar(file)
+      expect(again).not.toBe(first)
+      expect(again === undefined ? undefined : Buffer.from(again).toString()).toBe("kept tar")
+      expect(await pgliteArtifacts()).not.toBe(artifacts)
+    } finally {
+      keptForOpens.ms = kept
+    }
+  })
+
+  it("compiles PGlite's wasm and reads its file bundle once for a run of opens, for every database they make", async () => {
     const artifacts = await pgliteArtifacts()
     expect(artifacts).toBeDefined()
     expect(await pgliteArtifacts()).toBe(artifacts)
