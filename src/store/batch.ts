@@ -74,17 +74,28 @@ const INSERT_RUNS = `INSERT INTO command_runs (id, organisation_id, command_id, 
  * at every batch, and a batch of command runs is usually a few.
  */
 const INSERT_RUNS_DOCUMENT = `INSERT INTO command_runs (id, organisation_id, command_id, device_id, data, timestamp, protocol)
-  SELECT u.id, u.org, u.cmd, u.dev, u.data -> 0, u.ts, u.proto
-  FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, cmd text, dev text, data jsonb, ts int8, proto text)`
+  SELECT u.id, u.org, u.cmd, u.dev, (u.data -> 0)::jsonb, u.ts, u.proto
+  FROM json_to_recordset($1::text::json) AS u(id text, org text, cmd text, dev text, data json, ts int8, proto text)`
 
-/** The events insert and the devices' receipts of a batch, the head every events statement shares. */
+/**
+ * The events insert and the devices' receipts of a batch, the head every events statement shares.
+ *
+ * The documents are read as `json`, not `jsonb`: `json_to_recordset` takes each record's fields
+ * from the text as it scans it, and only each event's `data` is parsed into `jsonb` (the column's
+ * type) by its cast; `$1::text::jsonb` built the whole document as a `jsonb` value first, then
+ * took it apart. A Postgres backend's CPU per event, 1,000-event batches over 1,000 devices (a
+ * scratch comparison on one server, the variants alternated): 23.3 µs against 40.6; at 10-event
+ * batches no difference (133 against 130 µs, the statement's own cost). The same values are
+ * stored: a JSON null stays a JSON null, no data stays SQL NULL, and of keys repeated inside
+ * `data` the last is kept, as `jsonb` keeps it.
+ */
 const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
     INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
-    SELECT u.id, u.org, u.dev, u.name, u.data -> 0, u.ts, u.rcv, u.proto, false
-    FROM jsonb_to_recordset($1::text::jsonb) AS u(id text, org text, dev text, name text, data jsonb, ts int8, rcv int8, proto text)
+    SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
+    FROM json_to_recordset($1::text::json) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text)
     RETURNING 1
   ),
-  seen AS (SELECT * FROM jsonb_to_recordset($2::text::jsonb) AS s(id text, at int8))`
+  seen AS (SELECT * FROM json_to_recordset($2::text::json) AS s(id text, at int8))`
 
 /**
  * The common batch, events without files or readings, as one statement: it commits on its own
@@ -128,7 +139,7 @@ export const COPY_EVENTS_FROM_ROWS = 500
 export const COPY_EVENTS = "COPY events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol) FROM STDIN"
 
 /** The devices part of `INSERT_EVENTS_TOUCH_ONE_SESSION`, alone (`seenDocument`). */
-const TOUCH_SEEN_ONE_SESSION = `WITH seen AS (SELECT * FROM jsonb_to_recordset($1::text::jsonb) AS s(id text, at int8))
+const TOUCH_SEEN_ONE_SESSION = `WITH seen AS (SELECT * FROM json_to_recordset($1::text::json) AS s(id text, at int8))
   ${UPDATE_SEEN_ONE_SESSION}`
 
 /** Each device's latest receipt in a batch (command runs say nothing about the device). */
