@@ -1,11 +1,10 @@
 import type { Results } from "@electric-sql/pglite"
-import { createHash } from "node:crypto"
-import { existsSync, readFileSync, statSync } from "node:fs"
-import { extname, join, sep } from "node:path"
+import { existsSync } from "node:fs"
+import { extname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { clearTimeout, setTimeout } from "node:timers"
 import { setFlagsFromString } from "node:v8"
 import { Worker } from "node:worker_threads"
+import { type Artifacts, initdbTemplate, pgliteArtifacts, templateTar } from "./pgliteFiles.ts"
 
 /**
  * The embedded database (PGlite) on its own thread.
@@ -74,21 +73,12 @@ export interface StartData {
   readonly dataDir: string | undefined
   /** Where the initdb template is kept (none when undefined). */
   readonly template: string | undefined
+  /** The database is in `dataDir` already (its `PG_VERSION`): opened as it is. */
+  readonly exists: boolean
   /** The template's tar, read and verified by this process (`templateTar`); undefined: none kept, or the database exists. */
   readonly templateTar: SharedArrayBuffer | undefined
   /** PGlite's compiled wasm and file bundle, loaded once by this process (`pgliteArtifacts`); undefined: PGlite loads its own. */
   readonly artifacts: Artifacts | undefined
-}
-
-/**
- * What every PGlite of a process starts from, loaded once: Postgres's and initdb's wasm compiled
- * (a `WebAssembly.Module` crosses to a worker without being compiled again) and PGlite's file
- * bundle (`pglite.data`, the share directory). Each PGlite loads and compiles them anew otherwise.
- */
-export interface Artifacts {
-  readonly pglite: WebAssembly.Module
-  readonly initdb: WebAssembly.Module
-  readonly bundle: SharedArrayBuffer
 }
 
 /** A failure crossing the thread boundary: the message and every primitive field (`code`…). */
@@ -172,102 +162,6 @@ export const keepWasmWrappersGeneric = () => {
 }
 
 /**
- * The initdb template: a new database's files as Postgres's initdb left them, in a tar, kept in
- * `node_modules/.cache/voltaic/` beside the PGlite they came from (named by its version). Initdb
- * is most of what opening a new PGlite costs: 2.4-3.5 s and as much CPU on this project's 2-core
- * machines, against 0.9-1.0 s to unpack the template, in memory or on disk (a first start with a
- * new DATA_DIR, `DATABASE_URL=memory://`, and the test suites, which open hundreds). The first
- * database made in memory writes it (its dump, 40 MB, 0.4 s); it carries a SHA-256 of itself and
- * one that does not match is not used (`pgliteWorker.ts`). Undefined where no `node_modules`
- * holds PGlite (Deno's own cache): every new database is then made by initdb.
- */
-export const initdbTemplate = (): string | undefined => {
-  try {
-    const entry = fileURLToPath(import.meta.resolve("@electric-sql/pglite"))
-    const at = entry.lastIndexOf(`${sep}node_modules${sep}`)
-    if (at < 0) return undefined
-    const modules = entry.slice(0, at + sep.length + "node_modules".length)
-    const { version } = JSON.parse(readFileSync(join(modules, "@electric-sql", "pglite", "package.json"), "utf8")) as { version: string }
-    return join(modules, ".cache", "voltaic", `pglite-${version}-initdb.tar`)
-  } catch {
-    return undefined
-  }
-}
-
-/** Bytes in a buffer the process's threads share (a worker reads them without a copy crossing). */
-const shared = (bytes: Uint8Array): SharedArrayBuffer => {
-  const buffer = new SharedArrayBuffer(bytes.byteLength)
-  new Uint8Array(buffer).set(bytes)
-  return buffer
-}
-
-/**
- * What a run of opens shares (the test suites open ~130 databases, a few seconds apart), dropped
- * once no open used it for `keptForOpens.ms`: a server, which opens one, does not keep the template's
- * 40 MB and the bundle's 6 MB it read for it.
- */
-let kept: {
-  artifacts?: Promise<Artifacts | undefined>
-  template?: { readonly key: string; readonly tar: SharedArrayBuffer }
-} = {}
-/** How long `kept` stays after the last open that used it (tests shorten it). */
-export const keptForOpens = { ms: 30_000 }
-let dropKept: ReturnType<typeof setTimeout> | undefined
-const keepAWhile = () => {
-  clearTimeout(dropKept)
-  dropKept = setTimeout(() => {
-    kept = {}
-  }, keptForOpens.ms)
-  dropKept.unref()
-}
-
-/** PGlite's artifacts, loaded once for a run of opens; undefined where its files are not beside its module (Deno's cache). */
-export const pgliteArtifacts = (): Promise<Artifacts | undefined> => {
-  keepAWhile()
-  kept.artifacts ??= (async () => {
-    try {
-      const entry = import.meta.resolve("@electric-sql/pglite")
-      const file = (name: string) => readFileSync(fileURLToPath(new URL(name, entry)))
-      const [pglite, initdb] = await Promise.all([WebAssembly.compile(file("pglite.wasm")), WebAssembly.compile(file("initdb.wasm"))])
-      return { pglite, initdb, bundle: shared(file("pglite.data")) }
-    } catch {
-      return undefined
-    }
-  })()
-  return kept.artifacts
-}
-
-const DIGEST_BYTES = 32
-
-/**
- * The template's tar when `file` holds one whose SHA-256 (its last 32 bytes) matches, read once
- * for a run of opens while the file stays the same (its inode, size and modification time): a
- * file replaced or changed is read again.
- */
-export const templateTar = (file: string): SharedArrayBuffer | undefined => {
-  keepAWhile()
-  let key: string
-  try {
-    const stat = statSync(file)
-    key = `${file} ${stat.ino} ${stat.size} ${stat.mtimeMs}`
-  } catch {
-    return undefined
-  }
-  if (kept.template?.key === key) return kept.template.tar
-  let bytes: Buffer
-  try {
-    bytes = readFileSync(file)
-  } catch {
-    return undefined
-  }
-  if (bytes.length <= DIGEST_BYTES) return undefined
-  const tar = bytes.subarray(0, bytes.length - DIGEST_BYTES)
-  if (!createHash("sha256").update(tar).digest().equals(bytes.subarray(bytes.length - DIGEST_BYTES))) return undefined
-  kept.template = { key, tar: shared(tar) }
-  return kept.template.tar
-}
-
-/**
  * Opens PGlite in `dataDir` (in memory when undefined) on its own thread; a new database comes
  * from `template` when it holds one (default: `initdbTemplate()`; null: never).
  */
@@ -276,6 +170,7 @@ export const openEmbedded = async (dataDir: string | undefined, template: string
   const exists = dataDir !== undefined && existsSync(join(dataDir, "PG_VERSION"))
   const start: StartData = {
     dataDir,
+    exists,
     template: template ?? undefined,
     templateTar: template === null || exists ? undefined : templateTar(template),
     artifacts: await pgliteArtifacts()

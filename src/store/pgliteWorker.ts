@@ -7,12 +7,12 @@
  * compiles it beside `embedded.js`.
  */
 import { PGlite, protocol, type Results, type Transaction } from "@electric-sql/pglite"
-import { createHash } from "node:crypto"
-import { existsSync, mkdirSync, renameSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { existsSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import { parentPort, workerData } from "node:worker_threads"
 import type { Origin, Reply, Request, StartData, ThrownError } from "./embedded.ts"
 import { durableDisk } from "./pgliteDisk.ts"
+import { writeTemplate } from "./pgliteFiles.ts"
 
 const port = parentPort
 if (port === null) throw new Error("pgliteWorker: not started as a worker thread")
@@ -62,8 +62,6 @@ interface Open {
   readonly settled: Promise<void>
 }
 
-const DIGEST_BYTES = 32
-
 /**
  * Bytes PGlite takes as a `Blob` (a template, its file bundle), handed over as they are: Node's
  * `Blob` copies them in and reads them out in 64 KiB chunks (~0.4 s of a 40 MB template's
@@ -81,19 +79,6 @@ class BytesBlob extends Blob {
   }
 }
 
-/** Writes the template whole or not at all (a file beside it, renamed over it); a failure only costs the next initdb. */
-const writeTemplate = async (file: string, db: PGlite) => {
-  try {
-    const tar = Buffer.from(await (await db.dumpDataDir("none")).arrayBuffer())
-    mkdirSync(dirname(file), { recursive: true })
-    const partial = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}`
-    writeFileSync(partial, Buffer.concat([tar, createHash("sha256").update(tar).digest()]))
-    renameSync(partial, file)
-  } catch {
-    // A read-only node_modules, a full disk: new databases keep coming from initdb.
-  }
-}
-
 /**
  * An in-memory database's Postgres keeps a 16 MB buffer cache instead of its default 128 MB. Its
  * files are in this thread's memory already (Emscripten's MEMFS), so a page outside the cache is a
@@ -105,7 +90,7 @@ const IN_MEMORY_START_PARAMS = [...PGlite.defaultStartParams, "-c", "shared_buff
 
 /**
  * PGlite open in `dataDir` (in memory when undefined). A new database is unpacked from the initdb
- * template when one is kept (`initdbTemplate` in embedded.ts), else made by initdb; one made by
+ * template when one is kept (`initdbTemplate` in pgliteFiles.ts), else made by initdb; one made by
  * initdb in memory, before anything else is in it, is dumped to be the template. A template is
  * never written from a DATA_DIR: that dump would carry its lock file (`voltaic.lock`).
  */
@@ -115,7 +100,7 @@ const openPglite = async (data: StartData): Promise<{ readonly db: PGlite; reado
     ? {}
     : { pgliteWasmModule: data.artifacts.pglite, initdbWasmModule: data.artifacts.initdb, fsBundle: new BytesBlob(new Uint8Array(data.artifacts.bundle)) }
   const options = data.dataDir === undefined ? { ...loaded, startParams: IN_MEMORY_START_PARAMS } : { ...loaded, ...durableDisk(data.dataDir) }
-  if (data.dataDir !== undefined && existsSync(join(data.dataDir, "PG_VERSION"))) return { db: await PGlite.create(options), origin: "existing" }
+  if (data.exists) return { db: await PGlite.create(options), origin: "existing" }
   const tar = data.templateTar
   if (tar !== undefined) {
     try {
@@ -126,7 +111,11 @@ const openPglite = async (data: StartData): Promise<{ readonly db: PGlite; reado
     }
   }
   const db = await PGlite.create(options)
-  if (data.template !== undefined && data.dataDir === undefined) await writeTemplate(data.template, db)
+  if (data.template !== undefined && data.dataDir === undefined) {
+    // A failed dump only costs the next open an initdb, as a failed write does.
+    const dump = await db.dumpDataDir("none").then((blob) => blob.arrayBuffer()).catch(() => undefined)
+    if (dump !== undefined) writeTemplate(data.template, new Uint8Array(dump))
+  }
   return { db, origin: "initdb" }
 }
 

@@ -6,7 +6,8 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { createHash } from "node:crypto"
-import { type EmbeddedDb, initdbTemplate, keptForOpens, openEmbedded, pgliteArtifacts, templateTar, workerFlags } from "../../src/store/embedded.ts"
+import { type EmbeddedDb, openEmbedded, workerFlags } from "../../src/store/embedded.ts"
+import { initdbTemplate, keptForOpens, pgliteArtifacts, templateTar } from "../../src/store/pgliteFiles.ts"
 
 const ROOT = fileURLToPath(new URL("../../", import.meta.url))
 
