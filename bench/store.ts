@@ -28,37 +28,70 @@
  * Rounds alternate between the variants (the order turned each round); the first fifth is warm-up.
  * Each store vacuums itself as `npm start`'s does (src/store/maintenance.ts).
  *
+ * `BENCH_STORE=postgres` prices the Postgres server's statement instead (src/store/batch.ts's
+ * `INSERT_EVENTS_TOUCH`, what the writer sends a Postgres server): each variant on its own new
+ * database of the server `BENCH_PG_ADMIN_URL` names, migrated; besides the wall time of a batch
+ * (its round trip included), the CPU its backends spent (user + system, from `/proc`: the server
+ * must run on this machine), which is what the batch costs a server shared with the rest. The
+ * variants there are shapes of that statement and parts taken away (`POSTGRES_VARIANTS`):
+ * - `devices by = ANY (before 0020)`: the devices found by `id = ANY(ARRAY(…))`, which a small
+ *   `devices` table serves by a scan comparing each row with each of the batch's devices;
+ * - `devices always joined` / `always one by one`: one of the two statements the writer picks
+ *   between by the batch's devices (`DEVICES_ONE_BY_ONE`), whatever the batch;
+ * - `no device check`, `no secondary indexes`, `no lastSeenAt update`, `insert only`: as above.
+ * The same shape before migrations/0020 runs on PGlite as `devices by = ANY (before 0020)`.
+ *
  * Settings (environment): BENCH_BATCH events per batch (`PGLITE_MAX_BATCH`, 4,000: what a QoS 0
  * flood's batches hold), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant
- * (150), BENCH_VARIANTS (the variants to run, by name, comma-separated; "as migrated", the base of
+ * (150), BENCH_EACH (events per statement, when a round's BENCH_BATCH events go as several:
+ * 10 is what the writer's batches hold at 5,000 events/s), BENCH_VARIANTS (the variants to run, by name, comma-separated; "as migrated", the base of
  * the comparison, always runs), BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
-import { Effect, ManagedRuntime } from "effect"
+import { Effect, ManagedRuntime, Redacted } from "effect"
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { newId } from "../src/domain/ids.ts"
-import { COPY_EVENTS, type EventRow, INSERT_EVENTS_TOUCH_ONE_SESSION, lastSeen, type WriteItem, writeRetried } from "../src/store/batch.ts"
+import {
+  COPY_EVENTS,
+  type EventRow,
+  INSERT_EVENTS_SEEN_ONE_BY_ONE,
+  INSERT_EVENTS_TOUCH,
+  INSERT_EVENTS_TOUCH_ONE_SESSION,
+  lastSeen,
+  type WriteItem,
+  writeRetried
+} from "../src/store/batch.ts"
 import { eventsCopyText, eventsDocument, seenDocument } from "../src/store/batchText.ts"
 import { migrate } from "../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../src/store/Sql.ts"
 import { PGLITE_MAX_BATCH } from "../src/store/Writer.ts"
 import {
+  type BenchDatabase,
   benchRoot,
+  createBenchDatabase,
   gitState,
   intSetting,
   machine,
   markdownTable,
   onShutdown,
   percentile,
+  processCpuSeconds,
   resultsFile,
   runMain,
   textTable,
   utcDate
 } from "./harness.ts"
 
+const postgresTarget = process.env.BENCH_STORE === "postgres"
+if (process.env.BENCH_STORE !== undefined && process.env.BENCH_STORE !== "pglite" && !postgresTarget) {
+  throw new Error(`BENCH_STORE: pglite or postgres, not ${process.env.BENCH_STORE}`)
+}
+
 const settings = {
-  batch: intSetting("BENCH_BATCH", PGLITE_MAX_BATCH, 1),
+  batch: intSetting("BENCH_BATCH", postgresTarget ? 1_000 : PGLITE_MAX_BATCH, 1),
+  each: process.env.BENCH_EACH === undefined ? undefined : intSetting("BENCH_EACH", 10, 1),
+  pgAdminUrl: process.env.BENCH_PG_ADMIN_URL ?? "postgres://postgres@127.0.0.1:5432/test",
   devices: intSetting("BENCH_DEVICES", 1000, 1),
   rounds: intSetting("BENCH_ROUNDS", 150, 10),
   record: process.env.BENCH_NO_RECORD === undefined
@@ -79,11 +112,49 @@ interface Variant {
   readonly batch?: number
   /** The indexes its DDL made are left without the free-space maps `migrate` gives the others. */
   readonly noMaps?: true
+  /** Postgres: a statement of its own for the batch, with its parameters. */
+  readonly shape?: Shape
 }
+
+interface Shape {
+  readonly text: string
+  readonly params: (rows: ReadonlyArray<EventRow>, seen: ReadonlyMap<string, number>) => ReadonlyArray<unknown>
+}
+
+/** The writer's two documents: the events, and each device's latest receipt. */
+const documents = (rows: ReadonlyArray<EventRow>, seen: ReadonlyMap<string, number>) => [eventsDocument(rows), seenDocument(seen)]
+
+/** The events insert of the writer's statements, alone. */
+const INSERT_EVENTS_DOCUMENT = `INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
+  SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
+  FROM json_to_recordset($1::text::json) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text)`
+
+const INSERT_EVENTS_HEAD = `WITH inserted AS (
+    ${INSERT_EVENTS_DOCUMENT}
+    RETURNING 1
+  ),
+  seen AS (SELECT * FROM json_to_recordset($2::text::json) AS s(id text, at int8))`
+
+/** Postgres's statement before migrations/0020: the devices found by `= ANY(ARRAY(…))`, whatever the batch. */
+const TOUCH_ANY = `${INSERT_EVENTS_HEAD},
+  locked AS (SELECT id FROM devices WHERE id = ANY(ARRAY(SELECT id FROM seen)) ORDER BY id FOR NO KEY UPDATE)
+  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
+  FROM seen WHERE d.id = seen.id AND d.id = ANY(ARRAY(SELECT id FROM locked))`
+
+/** PGlite's statement before migrations/0020. */
+const TOUCH_ANY_ONE_SESSION = `${INSERT_EVENTS_HEAD}
+  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
+  FROM seen WHERE d.id = ANY(ARRAY(SELECT id FROM seen)) AND d.id = seen.id`
 
 const ALL_VARIANTS: ReadonlyArray<Variant> = [
   { name: "as migrated", ddl: [], touch: true },
   { name: "one statement (no COPY)", ddl: [], touch: true, statement: true },
+  {
+    name: "devices by = ANY (before 0020)",
+    ddl: [],
+    touch: true,
+    shape: { text: TOUCH_ANY_ONE_SESSION, params: documents }
+  },
   {
     name: "device checked per row (before 0016)",
     ddl: [DROP_DEVICE_CHECK, "ALTER TABLE events ADD FOREIGN KEY (device_id) REFERENCES devices(id) ON DELETE CASCADE"],
@@ -109,8 +180,28 @@ const ALL_VARIANTS: ReadonlyArray<Variant> = [
   { name: "no lastSeenAt update", ddl: [], touch: false },
   { name: "insert only", ddl: [DROP_DEVICE_CHECK, DROP_TIME_INDEX, DROP_NAME_INDEX], touch: false }
 ]
+
+const insertOnly: Shape = { text: INSERT_EVENTS_DOCUMENT, params: (rows) => [eventsDocument(rows)] }
+
+/**
+ * Postgres: the writer's statement (`INSERT_EVENTS_TOUCH`, or `INSERT_EVENTS_SEEN_ONE_BY_ONE` for a
+ * batch from at most `DEVICES_ONE_BY_ONE` devices), shapes of it, and parts of it taken away, each
+ * on a database of its own.
+ */
+const POSTGRES_VARIANTS: ReadonlyArray<Variant> = [
+  { name: "as migrated", ddl: [], touch: true },
+  { name: "devices by = ANY (before 0020)", ddl: [], touch: true, shape: { text: TOUCH_ANY, params: documents } },
+  { name: "devices always joined", ddl: [], touch: true, shape: { text: INSERT_EVENTS_TOUCH, params: documents } },
+  { name: "devices always one by one", ddl: [], touch: true, shape: { text: INSERT_EVENTS_SEEN_ONE_BY_ONE, params: documents } },
+  { name: "no device check", ddl: [DROP_DEVICE_CHECK], touch: true },
+  { name: "no secondary indexes", ddl: [DROP_TIME_INDEX, DROP_NAME_INDEX], touch: true },
+  { name: "no lastSeenAt update", ddl: [], touch: true, shape: insertOnly },
+  { name: "insert only", ddl: [DROP_DEVICE_CHECK, DROP_TIME_INDEX, DROP_NAME_INDEX], touch: true, shape: insertOnly }
+]
+
 const chosen = process.env.BENCH_VARIANTS?.split(",")
-const VARIANTS = chosen === undefined ? ALL_VARIANTS : ALL_VARIANTS.filter((v, i) => i === 0 || chosen.includes(v.name))
+const CANDIDATES = postgresTarget ? POSTGRES_VARIANTS : ALL_VARIANTS
+const VARIANTS = chosen === undefined ? CANDIDATES : CANDIDATES.filter((v, i) => i === 0 || chosen.includes(v.name))
 
 
 const ORGANISATION = "org_benchstore"
@@ -121,15 +212,41 @@ interface Store {
   readonly run: <A, E>(effect: Effect.Effect<A, E, Sql>) => Promise<A>
   /** µs per event of each measured round. */
   readonly perEvent: Array<number>
+  /** Postgres: the database, and the CPU seconds its backends spent in the measured rounds. */
+  readonly database?: BenchDatabase
+  cpuSeconds: number
 }
 
-const open = async (variant: Variant, deviceIds: ReadonlyArray<string>): Promise<Store> => {
+/** A Postgres store, or a PGlite one on its own thread with a data directory on disk. */
+const runtimeFor = async (): Promise<{ runtime: ManagedRuntime.ManagedRuntime<Sql, unknown>; database?: BenchDatabase }> => {
+  if (postgresTarget) {
+    const database = await createBenchDatabase(settings.pgAdminUrl, "voltaic_bench_store")
+    const runtime = ManagedRuntime.make(Sql.layer({ _tag: "postgres", url: Redacted.make(database.url) }, "bench:store"))
+    onShutdown(async () => {
+      await runtime.dispose()
+      await database.drop()
+    })
+    return { runtime, database }
+  }
   const dataDir = mkdtempSync(join(tmpdir(), "voltaic-bench-store-"))
   const runtime = ManagedRuntime.make(Sql.layer({ _tag: "pglite", dataDir }, "bench:store"))
   onShutdown(async () => {
     await runtime.dispose()
     rmSync(dataDir, { recursive: true, force: true })
   })
+  return { runtime }
+}
+
+/** CPU seconds of the Postgres backends serving the store's pool (not `database.query`'s own). */
+const backendCpu = async (database: BenchDatabase) => {
+  const backends = await database.query<{ pid: number }>(
+    "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+  )
+  return backends.reduce((sum, { pid }) => sum + processCpuSeconds(pid), 0)
+}
+
+const open = async (variant: Variant, deviceIds: ReadonlyArray<string>): Promise<Store> => {
+  const { runtime, database } = await runtimeFor()
   const run = <A, E>(effect: Effect.Effect<A, E, Sql>) => runtime.runPromise(effect)
   const sql = await run(Effect.service(Sql))
   await run(migrate)
@@ -143,11 +260,11 @@ const open = async (variant: Variant, deviceIds: ReadonlyArray<string>): Promise
        SELECT d.id, $2, 'bench-' || d.id, d.id, $3, $3 FROM unnest($1::text[]) AS d(id)`,
     [deviceIds, ORGANISATION, now]
   ))
-  return { variant, sql, run, perEvent: [] }
+  return { variant, sql, run, perEvent: [], database, cpuSeconds: 0 }
 }
 
 /** Events per batch of a variant. */
-const batchOf = (variant: Variant) => variant.batch ?? settings.batch
+const batchOf = (variant: Variant) => variant.batch ?? settings.each ?? settings.batch
 
 /** The next batch: `size` events over the devices in turn, as one device's payload would be. */
 const makeBatch = (deviceIds: ReadonlyArray<string>, from: number, size: number): Array<EventRow> => {
@@ -171,6 +288,12 @@ const makeBatch = (deviceIds: ReadonlyArray<string>, from: number, size: number)
 
 const write = (store: Store, rows: ReadonlyArray<EventRow>) => {
   const items = rows.map((row): WriteItem => ({ _tag: "event", row }))
+  if (store.variant.shape !== undefined) {
+    const params = store.variant.shape.params(rows, lastSeen(items))
+    // Text parameters go as the writer sends them (`write`: prepared on PGlite too).
+    const texts = params.every((p): p is string | null => p === null || typeof p === "string") ? params : undefined
+    return store.run(texts === undefined ? Effect.asVoid(store.sql.query(store.variant.shape.text, params)) : store.sql.write(store.variant.shape.text, texts))
+  }
   if (store.variant.statement) {
     return store.run(store.sql.write(INSERT_EVENTS_TOUCH_ONE_SESSION, [eventsDocument(rows), seenDocument(lastSeen(items))]))
   }
@@ -179,17 +302,31 @@ const write = (store: Store, rows: ReadonlyArray<EventRow>) => {
     : store.run(store.sql.script([{ copy: COPY_EVENTS, data: eventsCopyText(rows) }]))
 }
 
-const columns = ["variant", "µs/event (median)", "p25–p75", "vs as migrated", "saved µs/event", "events/s at this cost"]
+const columns = postgresTarget
+  ? ["variant", "backend CPU µs/event", "vs as migrated", "saved µs/event", "wall µs/event (median)", "p25–p75"]
+  : ["variant", "µs/event (median)", "p25–p75", "vs as migrated", "saved µs/event", "events/s at this cost"]
 
-const tableRows = (stores: ReadonlyArray<Store>) => {
+const tableRows = (stores: ReadonlyArray<Store>, measuredEvents: number) => {
   const sorted = stores.map((s) => [...s.perEvent].sort((a, b) => a - b))
+  const spread = (i: number) => `${percentile(sorted[i], 25).toFixed(1)}–${percentile(sorted[i], 75).toFixed(1)}`
+  if (postgresTarget) {
+    const cpu = stores.map((s) => (s.cpuSeconds * 1e6) / measuredEvents)
+    return stores.map((s, i) => [
+      s.variant.name,
+      cpu[i].toFixed(1),
+      `${(cpu[i] / cpu[0]).toFixed(2)}×`,
+      i === 0 ? "–" : (cpu[0] - cpu[i]).toFixed(1),
+      percentile(sorted[i], 50).toFixed(1),
+      spread(i)
+    ])
+  }
   const base = percentile(sorted[0], 50)
   return stores.map((s, i) => {
     const m = percentile(sorted[i], 50)
     return [
       s.variant.name,
       m.toFixed(1),
-      `${percentile(sorted[i], 25).toFixed(1)}–${percentile(sorted[i], 75).toFixed(1)}`,
+      spread(i),
       `${(m / base).toFixed(2)}×`,
       i === 0 ? "–" : (base - m).toFixed(1),
       Math.round(1e6 / m).toLocaleString("en-US")
@@ -198,7 +335,9 @@ const tableRows = (stores: ReadonlyArray<Store>) => {
 }
 
 const main = async (): Promise<number> => {
-  console.log(`bench:store: ${VARIANTS.length} PGlite stores, ${settings.rounds} rounds of ${settings.batch} events over ${settings.devices} devices each`)
+  const kind = postgresTarget ? "Postgres databases" : "PGlite stores"
+  const each = settings.each === undefined ? "" : ` (${settings.each} a statement)`
+  console.log(`bench:store: ${VARIANTS.length} ${kind}, ${settings.rounds} rounds of ${settings.batch} events${each} over ${settings.devices} devices each`)
   const deviceIds = Array.from({ length: settings.devices }, () => newId("dev", Date.now()))
   const stores: Array<Store> = []
   for (const variant of VARIANTS) stores.push(await open(variant, deviceIds))
@@ -209,6 +348,7 @@ const main = async (): Promise<number> => {
       const store = stores[(round + k) % stores.length]
       // Every variant takes `BENCH_BATCH` events a round: one of smaller batches takes several.
       const size = batchOf(store.variant)
+      const cpuBefore = store.database === undefined || round < warmup ? 0 : await backendCpu(store.database)
       for (let taken = 0; taken < settings.batch; taken += size) {
         const rows = makeBatch(deviceIds, sent, Math.min(size, settings.batch - taken))
         sent += rows.length
@@ -217,6 +357,7 @@ const main = async (): Promise<number> => {
         const us = ((performance.now() - started) * 1000) / rows.length
         if (round >= warmup) store.perEvent.push(us)
       }
+      if (store.database !== undefined && round >= warmup) store.cpuSeconds += await backendCpu(store.database) - cpuBefore
     }
     if ((round + 1) % 25 === 0) process.stdout.write(`  round ${round + 1}/${settings.rounds}\n`)
   }
@@ -225,15 +366,21 @@ const main = async (): Promise<number> => {
     const [{ n }] = await store.run(store.sql.query<{ n: number }>("SELECT count(*)::int AS n FROM events"))
     if (n !== settings.rounds * settings.batch) throw new Error(`${store.variant.name}: ${n} events stored, ${settings.rounds * settings.batch} sent`)
   }
-  const body = tableRows(stores)
+  const body = tableRows(stores, (settings.rounds - warmup) * settings.batch)
   console.log(`\n${textTable(columns, body, 1)}\n`)
   if (settings.record) {
     appendFileSync(
       resultsFile,
       `\n## Store: ${utcDate()}\n\n` +
-        `Machine: ${machine()}. Voltaic at ${gitState(benchRoot, ["src", "migrations"])}. PGlite on its own thread with a data directory on disk, as \`npm start\` runs it; ` +
-        `each variant on its own new database; ${settings.rounds} rounds of ${settings.batch} events over ${settings.devices} devices per variant, alternated, ` +
-        `the first ${warmup} left out. A batch is timed from its send to its answer. "events/s at this cost" is what the store's thread alone could take.\n\n` +
+        `Machine: ${machine()}. Voltaic at ${gitState(benchRoot, ["src", "migrations"])}. ${
+          postgresTarget
+            ? "The Postgres server on this machine (the writer's statement for a Postgres server, `INSERT_EVENTS_TOUCH`); backend CPU from /proc (user + system)"
+            : "PGlite on its own thread with a data directory on disk, as `npm start` runs it"
+        }; ` +
+        `each variant on its own new database; ${settings.rounds} rounds of ${settings.batch} events${each} over ${settings.devices} devices per variant, alternated, ` +
+        `the first ${warmup} left out. A batch is timed from its send to its answer.${
+          postgresTarget ? "" : ` "events/s at this cost" is what the store's thread alone could take.`
+        }\n\n` +
         `${markdownTable(columns, body, 1)}\n`
     )
     console.log(`appended to ${resultsFile}`)

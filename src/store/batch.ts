@@ -104,19 +104,39 @@ const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
  * (`eventsDocument`), which costs the server a parse instead of costing this process the
  * escaping of ten text arrays; `$1::text` keeps the driver from serialising the text again as JSON.
  *
- * Devices are found by `id = ANY(ARRAY(…))`, which the generic plan of this prepared statement
- * serves from the primary key: with `IN (SELECT …)` over a function scan (estimated at 100 rows)
- * it scanned the whole `devices` table twice per batch whenever that table was small, and the
- * batch cost Postgres 0.35 instead of 0.25 core at 5,000 events/s in batches of 9.
+ * Devices are found by joins with the batch's receipts (`seen`), which Postgres runs as hash joins
+ * on a small `devices` table and as index probes on a large one. The former `id = ANY(ARRAY(…))`
+ * was planned as a scan of the whole table comparing every row with every element of the array,
+ * rows × devices comparisons, twice: bench:store on Postgres, 100-event batches over 1,000 devices,
+ * 62.5 → 32.8 µs of the backend's CPU per event (1,000-event batches: the same, 32.8 → 32.2). A
+ * batch of a few devices goes by `INSERT_EVENTS_SEEN_ONE_BY_ONE` instead.
  */
-const INSERT_EVENTS_TOUCH = `${INSERT_EVENTS_WITH_SEEN},
-  locked AS (SELECT id FROM devices WHERE id = ANY(ARRAY(SELECT id FROM seen)) ORDER BY id FOR NO KEY UPDATE)
-  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
-  FROM seen WHERE d.id = seen.id AND d.id = ANY(ARRAY(SELECT id FROM locked))`
+export const INSERT_EVENTS_TOUCH = `${INSERT_EVENTS_WITH_SEEN},
+  locked AS (SELECT d.id, seen.at FROM devices d JOIN seen ON d.id = seen.id ORDER BY d.id FOR NO KEY UPDATE OF d)
+  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), locked.at)
+  FROM locked WHERE d.id = locked.id`
 
-/** PGlite's devices update from `seen`, a batch's receipts by device. */
+/**
+ * A batch from at most this many devices marks them seen one by one (`devices_seen`,
+ * migrations/0020): each found by its key, none by a scan of `devices`. bench:store on Postgres
+ * over 1,000 devices, backend CPU per event against the joins of `INSERT_EVENTS_TOUCH`: 10-event
+ * batches 66.9 against 79.1 µs; 100-event batches 37.8 against 32.8 (a probe per device costs more
+ * than one scan there). What the latency case's batches hold at 5,000 events/s is ~5-10 devices.
+ */
+export const DEVICES_ONE_BY_ONE = 24
+
+/** The events insert, and its devices marked seen one by one (`DEVICES_ONE_BY_ONE`); both stores. */
+export const INSERT_EVENTS_SEEN_ONE_BY_ONE = `WITH inserted AS (
+    INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
+    SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
+    FROM json_to_recordset($1::text::json) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text)
+    RETURNING 1
+  )
+  SELECT devices_seen($2::text::json)`
+
+/** PGlite's devices update from `seen`, a batch's receipts by device (a join, as `INSERT_EVENTS_TOUCH`'s). */
 const UPDATE_SEEN_ONE_SESSION = `UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
-  FROM seen WHERE d.id = ANY(ARRAY(SELECT id FROM seen)) AND d.id = seen.id`
+  FROM seen WHERE d.id = seen.id`
 
 /**
  * `INSERT_EVENTS_TOUCH` for PGlite: one session, so no other transaction can hold a device row
@@ -196,8 +216,13 @@ const writeBatch = (sql: SqlClient, items: ReadonlyArray<WriteItem>): Effect.Eff
     ])
   }
   if (plain !== undefined) {
-    const statement = sql.dialect === "pglite" ? INSERT_EVENTS_TOUCH_ONE_SESSION : INSERT_EVENTS_TOUCH
-    return sql.write(statement, [eventsDocument(plain), seenDocument(lastSeen(items))])
+    const seen = lastSeen(items)
+    const statement = seen.size <= DEVICES_ONE_BY_ONE
+      ? INSERT_EVENTS_SEEN_ONE_BY_ONE
+      : sql.dialect === "pglite"
+      ? INSERT_EVENTS_TOUCH_ONE_SESSION
+      : INSERT_EVENTS_TOUCH
+    return sql.write(statement, [eventsDocument(plain), seenDocument(seen)])
   }
   const runsOnly = onlyRuns(items)
   if (runsOnly !== undefined) {

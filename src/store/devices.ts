@@ -169,8 +169,8 @@ const TOUCH_ONE_SESSION = `${SEEN_ROWS}
  * moved. Rows are locked in id order first, so two writers touching the same devices at once
  * queue behind each other instead of deadlocking (NO KEY: the lock UPDATE takes anyway, which
  * lets other transactions' foreign-key checks through); rows already as recent are left alone.
- * The Writer's one-statement events batch does the same inline (`INSERT_EVENTS_TOUCH`), and
- * like it finds the rows through the primary key (`= ANY`) rather than by scanning the table.
+ * The Writer's one-statement events batch does the same inline (`INSERT_EVENTS_TOUCH`, or the
+ * function `devices_seen` for a batch from a few devices: src/store/batch.ts).
  */
 export const touchDevices = (client: SqlClient, seen: ReadonlyMap<string, number>) =>
   client.query<{ id: string }>(

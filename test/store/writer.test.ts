@@ -1,6 +1,13 @@
 import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { COPY_EVENTS_FROM_ROWS, writeRetried } from "../../src/store/batch.ts"
+import {
+  COPY_EVENTS_FROM_ROWS,
+  DEVICES_ONE_BY_ONE,
+  INSERT_EVENTS_SEEN_ONE_BY_ONE,
+  INSERT_EVENTS_TOUCH,
+  INSERT_EVENTS_TOUCH_ONE_SESSION,
+  writeRetried
+} from "../../src/store/batch.ts"
 import { touchDevices } from "../../src/store/devices.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../../src/store/Sql.ts"
@@ -95,6 +102,70 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     expect(await lastSeen()).toBe(901_000)
     expect(await Effect.runPromise(touchDevices(sql, new Map([["dev_w3", 950_000], ["dev_unknown", 950_000]])))).toEqual([{ id: "dev_w3" }])
     expect(await lastSeen()).toBe(950_000)
+  })
+
+  it("marks a batch's devices seen one by one when they are few, by a join when many; an unknown device fails the batch whole", async () => {
+    const many = DEVICES_ONE_BY_ONE + 6
+    const ids = Array.from({ length: many }, (_, i) => `dev_s${String(i).padStart(3, "0")}`)
+    await Effect.runPromise(sql.query(
+      `INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at)
+         SELECT d.id, 'org_w', 'h-' || d.id, d.id, 1, 1 FROM unnest($1::text[]) AS d(id)`,
+      [ids]
+    ))
+    const statements: Array<string> = []
+    const watched: SqlClient = {
+      ...sql,
+      write: (text, params) => {
+        statements.push(text)
+        return sql.write(text, params)
+      }
+    }
+    let next = 0
+    /** One event per device, received at `at` plus the device's index. */
+    const batch = (devices: ReadonlyArray<string>, at: number): Array<WriteItem> =>
+      devices.map((deviceId, i) => {
+        const n = next++
+        return { _tag: "event", row: { id: `evt_s${n}`, organisationId: "org_w", deviceId, name: "n", data: null, timestamp: n, receivedAt: at + i, protocol: "mqtt" } }
+      })
+    const seenAt = async (devices: ReadonlyArray<string>) =>
+      (await Effect.runPromise(sql.query<{ t: number | null }>("SELECT last_seen_at AS t FROM devices WHERE id = ANY($1::text[]) ORDER BY id", [devices])))
+        .map((r) => (r.t === null ? null : Number(r.t)))
+    const few = ids.slice(0, DEVICES_ONE_BY_ONE)
+    const joined = sql.dialect === "pglite" ? INSERT_EVENTS_TOUCH_ONE_SESSION : INSERT_EVENTS_TOUCH
+
+    // Few devices (in any order): one by one.
+    await Effect.runPromise(writeRetried(watched, batch([...few].reverse(), 50_000), 0))
+    expect(statements.at(-1)).toBe(INSERT_EVENTS_SEEN_ONE_BY_ONE)
+    expect(await seenAt(few)).toEqual([...few].reverse().map((_, i) => 50_000 + i).reverse())
+    // Many: by the join; each device moves forward only.
+    await Effect.runPromise(writeRetried(watched, batch(ids, 40_000 + 5), 0))
+    expect(statements.at(-1)).toBe(joined)
+    expect(await seenAt(ids)).toEqual(ids.map((_, i) => Math.max(40_005 + i, i < few.length ? 50_000 + few.length - 1 - i : 0)))
+    await Effect.runPromise(writeRetried(watched, batch(ids, 60_000), 0))
+    expect(await seenAt(ids)).toEqual(ids.map((_, i) => 60_000 + i))
+    await Effect.runPromise(writeRetried(watched, batch(few, 1_000), 0))
+    expect(await seenAt(few)).toEqual(few.map((_, i) => 60_000 + i))
+
+    // A device that does not exist fails either statement whole: no event stored, no device moved.
+    const before = await count("events")
+    for (const devices of [[...few.slice(1), "dev_s_missing"], [...ids, "dev_s_missing"]]) {
+      const exit = await Effect.runPromiseExit(writeRetried(watched, batch(devices, 90_000), 0))
+      expect(Exit.isFailure(exit) && Cause.squash(exit.cause)).toMatchObject({ code: "23503" })
+      expect(await count("events")).toBe(before)
+      expect(await seenAt(ids)).toEqual(ids.map((_, i) => 60_000 + i))
+    }
+    expect(statements.slice(-2)).toEqual([INSERT_EVENTS_SEEN_ONE_BY_ONE, joined])
+
+    // Concurrent batches over the same devices, in opposite orders, by either statement: no deadlock.
+    for (const devices of [few, ids]) {
+      const rounds = Array.from({ length: 10 }, (_, r) =>
+        Promise.all([
+          Effect.runPromise(writeRetried(sql, batch(devices, 100_000 + r * 1_000), 0)),
+          Effect.runPromise(writeRetried(sql, batch([...devices].reverse(), 100_000 + r * 1_000), 0))
+        ]))
+      await Promise.all(rounds)
+      expect(await seenAt(devices)).toEqual(devices.map((_, i) => 109_000 + Math.max(i, devices.length - 1 - i)))
+    }
   })
 
   it("starts a lone batch at most every flushEveryMs, gathering what arrives meanwhile", async () => {
