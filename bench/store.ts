@@ -28,8 +28,9 @@
  * Rounds alternate between the variants (the order turned each round); the first fifth is warm-up.
  * Each store vacuums itself as `npm start`'s does (src/store/maintenance.ts).
  *
- * `BENCH_STORE=postgres` prices the Postgres server's statement instead (src/store/batch.ts's
- * `INSERT_EVENTS_TOUCH`, what the writer sends a Postgres server): each variant on its own new
+ * `BENCH_STORE=postgres` prices the Postgres server's statement instead (what the writer sends a
+ * Postgres server, src/store/batch.ts: `INSERT_EVENTS_TOUCH`, or `INSERT_EVENTS_SEEN_ONE_BY_ONE`
+ * for a batch from a few devices): each variant on its own new
  * database of the server `BENCH_PG_ADMIN_URL` names, migrated; besides the wall time of a batch
  * (its round trip included), the CPU its backends spent (user + system, from `/proc`: the server
  * must run on this machine), which is what the batch costs a server shared with the rest. The
@@ -374,7 +375,7 @@ const main = async (): Promise<number> => {
       `\n## Store: ${utcDate()}\n\n` +
         `Machine: ${machine()}. Voltaic at ${gitState(benchRoot, ["src", "migrations"])}. ${
           postgresTarget
-            ? "The Postgres server on this machine (the writer's statement for a Postgres server, `INSERT_EVENTS_TOUCH`); backend CPU from /proc (user + system)"
+            ? "The Postgres server on this machine (the writer's statements for a Postgres server: `INSERT_EVENTS_TOUCH`, or `INSERT_EVENTS_SEEN_ONE_BY_ONE` for a batch from at most `DEVICES_ONE_BY_ONE` devices); backend CPU from /proc (user + system)"
             : "PGlite on its own thread with a data directory on disk, as `npm start` runs it"
         }; ` +
         `each variant on its own new database; ${settings.rounds} rounds of ${settings.batch} events${each} over ${settings.devices} devices per variant, alternated, ` +
