@@ -56,9 +56,11 @@ import { newId } from "../src/domain/ids.ts"
 import {
   COPY_EVENTS,
   type EventRow,
+  INSERT_EVENTS_DOCUMENT,
   INSERT_EVENTS_SEEN_ONE_BY_ONE,
   INSERT_EVENTS_TOUCH,
   INSERT_EVENTS_TOUCH_ONE_SESSION,
+  INSERT_EVENTS_WITH_SEEN,
   lastSeen,
   type WriteItem,
   writeRetried
@@ -125,25 +127,14 @@ interface Shape {
 /** The writer's two documents: the events, and each device's latest receipt. */
 const documents = (rows: ReadonlyArray<EventRow>, seen: ReadonlyMap<string, number>) => [eventsDocument(rows), seenDocument(seen)]
 
-/** The events insert of the writer's statements, alone. */
-const INSERT_EVENTS_DOCUMENT = `INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
-  SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
-  FROM json_to_recordset($1::text::json) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text)`
-
-const INSERT_EVENTS_HEAD = `WITH inserted AS (
-    ${INSERT_EVENTS_DOCUMENT}
-    RETURNING 1
-  ),
-  seen AS (SELECT * FROM json_to_recordset($2::text::json) AS s(id text, at int8))`
-
 /** Postgres's statement before migrations/0020: the devices found by `= ANY(ARRAY(…))`, whatever the batch. */
-const TOUCH_ANY = `${INSERT_EVENTS_HEAD},
+const TOUCH_ANY = `${INSERT_EVENTS_WITH_SEEN},
   locked AS (SELECT id FROM devices WHERE id = ANY(ARRAY(SELECT id FROM seen)) ORDER BY id FOR NO KEY UPDATE)
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
   FROM seen WHERE d.id = seen.id AND d.id = ANY(ARRAY(SELECT id FROM locked))`
 
 /** PGlite's statement before migrations/0020. */
-const TOUCH_ANY_ONE_SESSION = `${INSERT_EVENTS_HEAD}
+const TOUCH_ANY_ONE_SESSION = `${INSERT_EVENTS_WITH_SEEN}
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
   FROM seen WHERE d.id = ANY(ARRAY(SELECT id FROM seen)) AND d.id = seen.id`
 

@@ -78,7 +78,8 @@ const INSERT_RUNS_DOCUMENT = `INSERT INTO command_runs (id, organisation_id, com
   FROM json_to_recordset($1::text::json) AS u(id text, org text, cmd text, dev text, data json, ts int8, proto text)`
 
 /**
- * The events insert and the devices' receipts of a batch, the head every events statement shares.
+ * A batch's events from their JSON document (`eventsDocument`, `$1`), the insert every events
+ * statement holds.
  *
  * The documents are read as `json`, not `jsonb`: `json_to_recordset` takes each record's fields
  * from the text as it scans it, and only each event's `data` is parsed into `jsonb` (the column's
@@ -89,12 +90,12 @@ const INSERT_RUNS_DOCUMENT = `INSERT INTO command_runs (id, organisation_id, com
  * stored: a JSON null stays a JSON null, no data stays SQL NULL, and of keys repeated inside
  * `data` the last is kept, as `jsonb` keeps it.
  */
-const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
-    INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
+export const INSERT_EVENTS_DOCUMENT = `INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
     SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
-    FROM json_to_recordset($1::text::json) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text)
-    RETURNING 1
-  ),
+    FROM json_to_recordset($1::text::json) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text)`
+
+/** The events insert, and the devices' receipts of a batch (`seenDocument`, `$2`) as `seen`. */
+export const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (${INSERT_EVENTS_DOCUMENT} RETURNING 1),
   seen AS (SELECT * FROM json_to_recordset($2::text::json) AS s(id text, at int8))`
 
 /**
@@ -108,8 +109,8 @@ const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (
  * on a small `devices` table and as index probes on a large one. The former `id = ANY(ARRAY(…))`
  * was planned as a scan of the whole table comparing every row with every element of the array,
  * rows × devices comparisons, twice: bench:store on Postgres, 100-event batches over 1,000 devices,
- * 62.5 → 32.8 µs of the backend's CPU per event (1,000-event batches: the same, 32.8 → 32.2). A
- * batch of a few devices goes by `INSERT_EVENTS_SEEN_ONE_BY_ONE` instead.
+ * 71.5 → 44.2 µs of the backend's CPU per event (1,000-event batches: 29.5 → 28.3; bench/RESULTS.md,
+ * session 40). A batch of a few devices goes by `INSERT_EVENTS_SEEN_ONE_BY_ONE` instead.
  */
 export const INSERT_EVENTS_TOUCH = `${INSERT_EVENTS_WITH_SEEN},
   locked AS (SELECT d.id, seen.at FROM devices d JOIN seen ON d.id = seen.id ORDER BY d.id FOR NO KEY UPDATE OF d)
@@ -120,18 +121,14 @@ export const INSERT_EVENTS_TOUCH = `${INSERT_EVENTS_WITH_SEEN},
  * A batch from at most this many devices marks them seen one by one (`devices_seen`,
  * migrations/0020): each found by its key, none by a scan of `devices`. bench:store on Postgres
  * over 1,000 devices, backend CPU per event against the joins of `INSERT_EVENTS_TOUCH`: 10-event
- * batches 66.9 against 79.1 µs; 100-event batches 37.8 against 32.8 (a probe per device costs more
- * than one scan there). What the latency case's batches hold at 5,000 events/s is ~5-10 devices.
+ * batches 75.5 against 89.5 µs, 20-event 54.7 against 60.2, 30-event 52.6 against 54.9, 100-event
+ * 47.3 against 44.2 (a probe per device costs more than one scan there). bench:ingest's latency
+ * case at 5,000 events/s wrote batches of 14.5 events on average.
  */
 export const DEVICES_ONE_BY_ONE = 24
 
 /** The events insert, and its devices marked seen one by one (`DEVICES_ONE_BY_ONE`); both stores. */
-export const INSERT_EVENTS_SEEN_ONE_BY_ONE = `WITH inserted AS (
-    INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
-    SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
-    FROM json_to_recordset($1::text::json) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text)
-    RETURNING 1
-  )
+export const INSERT_EVENTS_SEEN_ONE_BY_ONE = `WITH inserted AS (${INSERT_EVENTS_DOCUMENT} RETURNING 1)
   SELECT devices_seen($2::text::json)`
 
 /** PGlite's devices update from `seen`, a batch's receipts by device (a join, as `INSERT_EVENTS_TOUCH`'s). */
