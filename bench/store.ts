@@ -1,6 +1,6 @@
 /**
  * `npm run bench:store`: what one stored event costs the embedded store, part by part (issue 19
- * item 2: PGlite's MQTT QoS 0 throughput is bound by its thread). PGlite runs as `npm start` runs
+ * item 2: PGlite's MQTT QoS 0 throughput is bound by its thread), or the Postgres server (item 4). PGlite runs as `npm start` runs
  * it: on its own thread (src/store/embedded.ts), a data directory on disk, the schema as migrated.
  * Each round writes a batch of events the way the group-commit writer does (`writeRetried`, the
  * statement of src/store/batch.ts: the insert and the devices' `lastSeenAt`), timed from the send
@@ -30,8 +30,8 @@
  *
  * `BENCH_STORE=postgres` prices the Postgres server's statement instead (what the writer sends a
  * Postgres server, src/store/batch.ts: `INSERT_EVENTS_TOUCH`, or `INSERT_EVENTS_SEEN_ONE_BY_ONE`
- * for a batch from a few devices): each variant on its own new
- * database of the server `BENCH_PG_ADMIN_URL` names, migrated; besides the wall time of a batch
+ * for a batch from a few devices): each variant on its own new database of the server
+ * `BENCH_PG_ADMIN_URL` names, migrated; besides the wall time of a batch
  * (its round trip included), the CPU its backends spent (user + system, from `/proc`: the server
  * must run on this machine), which is what the batch costs a server shared with the rest. The
  * variants there are shapes of that statement and parts taken away (`POSTGRES_VARIANTS`):
@@ -43,10 +43,12 @@
  * The same shape before migrations/0020 runs on PGlite as `devices by = ANY (before 0020)`.
  *
  * Settings (environment): BENCH_BATCH events per batch (`PGLITE_MAX_BATCH`, 4,000: what a QoS 0
- * flood's batches hold), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant
- * (150), BENCH_EACH (events per statement, when a round's BENCH_BATCH events go as several:
- * 10 is what the writer's batches hold at 5,000 events/s), BENCH_VARIANTS (the variants to run, by name, comma-separated; "as migrated", the base of
- * the comparison, always runs), BENCH_NO_RECORD (set: do not append to RESULTS.md).
+ * flood's batches hold; 1,000 on Postgres), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant
+ * (150), BENCH_EACH (events per statement, when a round's BENCH_BATCH events go as several: the
+ * writer's batches held 14.5 on average at 5,000 events/s), BENCH_VARIANTS (the variants to run,
+ * by name, comma-separated; "as migrated", the base of the comparison, always runs),
+ * BENCH_STORE (pglite; postgres), BENCH_PG_ADMIN_URL (postgres://postgres@127.0.0.1:5432/test),
+ * BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
 import { Effect, ManagedRuntime, Redacted } from "effect"
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
@@ -115,7 +117,7 @@ interface Variant {
   readonly batch?: number
   /** The indexes its DDL made are left without the free-space maps `migrate` gives the others. */
   readonly noMaps?: true
-  /** Postgres: a statement of its own for the batch, with its parameters. */
+  /** A statement of its own for the batch, with its parameters, instead of the writer's. */
   readonly shape?: Shape
 }
 
@@ -194,7 +196,6 @@ const POSTGRES_VARIANTS: ReadonlyArray<Variant> = [
 const chosen = process.env.BENCH_VARIANTS?.split(",")
 const CANDIDATES = postgresTarget ? POSTGRES_VARIANTS : ALL_VARIANTS
 const VARIANTS = chosen === undefined ? CANDIDATES : CANDIDATES.filter((v, i) => i === 0 || chosen.includes(v.name))
-
 
 const ORGANISATION = "org_benchstore"
 
