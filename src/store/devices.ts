@@ -152,17 +152,23 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
 
 const SEEN_ROWS = "WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen))"
 
+/**
+ * The devices are found by joins, as the writer's `INSERT_EVENTS_TOUCH` finds them: the update's
+ * `d.id = ANY(ARRAY(SELECT id FROM locked))` was planned on a small `devices` table as a scan of
+ * every row against every locked id. Postgres, 1,000 devices, 10 a statement (a scratch comparison,
+ * alternated): 61.0 µs of the backend's CPU per device against 87.0; 100 a statement the same.
+ */
 const TOUCH = `${SEEN_ROWS},
-     locked AS (SELECT d.id FROM devices d JOIN u ON u.id = d.id
-                WHERE d.id = ANY($1::text[]) AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen)
+     locked AS (SELECT d.id, u.seen FROM devices d JOIN u ON u.id = d.id
+                WHERE d.last_seen_at IS NULL OR d.last_seen_at < u.seen
                 ORDER BY d.id FOR NO KEY UPDATE OF d)
-     UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), u.seen)
-     FROM u WHERE d.id = u.id AND d.id = ANY(ARRAY(SELECT id FROM locked)) RETURNING d.id`
+     UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), locked.seen)
+     FROM locked WHERE d.id = locked.id RETURNING d.id`
 
 /** `TOUCH` for PGlite: one session, so no other transaction holds these rows and no lock order is needed. */
 const TOUCH_ONE_SESSION = `${SEEN_ROWS}
      UPDATE devices d SET last_seen_at = u.seen
-     FROM u WHERE d.id = ANY($1::text[]) AND d.id = u.id AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen) RETURNING d.id`
+     FROM u WHERE d.id = u.id AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen) RETURNING d.id`
 
 /**
  * Moves devices' `lastSeenAt` forward to the given times (never back) and answers the ids it

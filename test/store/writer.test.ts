@@ -102,6 +102,16 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     expect(await lastSeen()).toBe(901_000)
     expect(await Effect.runPromise(touchDevices(sql, new Map([["dev_w3", 950_000], ["dev_unknown", 950_000]])))).toEqual([{ id: "dev_w3" }])
     expect(await lastSeen()).toBe(950_000)
+    // Two at once over the same devices, given in opposite orders: both complete, each device at the later time.
+    const devices = ["dev_w", "dev_w2", "dev_w3"]
+    for (let r = 1; r <= 10; r++) {
+      const at = 950_000 + r * 10
+      await Promise.all([
+        Effect.runPromise(touchDevices(sql, new Map(devices.map((id) => [id, at])))),
+        Effect.runPromise(touchDevices(sql, new Map([...devices].reverse().map((id) => [id, at + 1]))))
+      ])
+    }
+    expect(await lastSeen()).toBe(950_101)
   })
 
   it("marks a batch's devices seen one by one when they are few, by a join when many; an unknown device fails the batch whole", async () => {
@@ -136,7 +146,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     // Few devices (in any order): one by one.
     await Effect.runPromise(writeRetried(watched, batch([...few].reverse(), 50_000), 0))
     expect(statements.at(-1)).toBe(INSERT_EVENTS_SEEN_ONE_BY_ONE)
-    expect(await seenAt(few)).toEqual([...few].reverse().map((_, i) => 50_000 + i).reverse())
+    expect(await seenAt(few)).toEqual(few.map((_, i) => 50_000 + few.length - 1 - i))
     // Many: by the join; each device moves forward only.
     await Effect.runPromise(writeRetried(watched, batch(ids, 40_000 + 5), 0))
     expect(statements.at(-1)).toBe(joined)
