@@ -196,7 +196,7 @@ const main = async (): Promise<number> => {
     [ruleId]
   )) alerts.set(row.device_id, { n: row.n, created: Number(row.created), again: row.again })
   const lastSeen = new Map<string, number | null>()
-  for (const row of await db.query<{ id: string; last_seen_at: string | null }>("SELECT id, last_seen_at::text FROM devices")) {
+  for (const row of await db.query<{ id: string; last_seen_at: string | null }>("SELECT device_id AS id, last_seen_at::text FROM device_seen")) {
     lastSeen.set(row.id, row.last_seen_at === null ? null : Number(row.last_seen_at))
   }
   const silent: Array<SilentResult> = plan.map((s) => ({

@@ -14,8 +14,10 @@
  *   an entry;
  * - `indexes without free-space maps`: events' indexes rewritten after `migrate` gave them their
  *   maps, as every index was before (each page split asked the file system for the missing fork);
- * - `devices' pages full`: devices at fillfactor 100, as before migrations/0015 (a device's
- *   `lastSeenAt` moved to another page, with an entry in each of its eight indexes);
+ * - `device_seen's pages full`: `device_seen` (migrations/0021) at fillfactor 100 instead of 50 (a
+ *   device's `lastSeenAt` moved to another page, with an entry in its index);
+ * - `lastSeenAt in devices, one statement (before 0021)`: the column back in `devices`, moved by
+ *   the one statement (compare with `one statement (no COPY)`);
  * - `device checked per row`: events' foreign key to devices, as before migrations/0016 (a query
  *   and a row lock per event, where 0016 checks and locks a statement's devices in one query);
  * - `no device check`: 0016's statement trigger dropped (no check at all);
@@ -35,12 +37,13 @@
  * (its round trip included), the CPU its backends spent (user + system, from `/proc`: the server
  * must run on this machine), which is what the batch costs a server shared with the rest. The
  * variants there are shapes of that statement and parts taken away (`POSTGRES_VARIANTS`):
- * - `devices by = ANY (before 0020)`: the devices found by `id = ANY(ARRAY(…))`, which a small
- *   `devices` table serves by a scan comparing each row with each of the batch's devices;
+ * - `lastSeenAt in devices (before 0021)`: the column back in `devices` (each update a new version
+ *   of the device's whole row, and its constraint trigger), moved by the same function;
+ * - `device_seen's pages full`: as on PGlite;
  * - `devices always joined` / `always one by one`: one of the two statements the writer picks
  *   between by the batch's devices (`DEVICES_ONE_BY_ONE`), whatever the batch;
  * - `no device check`, `no secondary indexes`, `no lastSeenAt update`, `insert only`: as above.
- * The same shape before migrations/0020 runs on PGlite as `devices by = ANY (before 0020)`.
+ * (`devices by = ANY (before 0020)`, measured in session 40, went with 0021: that column is gone.)
  *
  * Settings (environment): BENCH_BATCH events per batch (`PGLITE_MAX_BATCH`, 4,000: what a QoS 0
  * flood's batches hold; 1,000 on Postgres), BENCH_DEVICES (1000, the devices the events go to in turn), BENCH_ROUNDS per variant
@@ -129,32 +132,53 @@ interface Shape {
 /** The writer's two documents: the events, and each device's latest receipt. */
 const documents = (rows: ReadonlyArray<EventRow>, seen: ReadonlyMap<string, number>) => [eventsDocument(rows), seenDocument(seen)]
 
-/** Postgres's statement before migrations/0020: the devices found by `= ANY(ARRAY(…))`, whatever the batch. */
-const TOUCH_ANY = `${INSERT_EVENTS_WITH_SEEN},
-  locked AS (SELECT id FROM devices WHERE id = ANY(ARRAY(SELECT id FROM seen)) ORDER BY id FOR NO KEY UPDATE)
-  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
-  FROM seen WHERE d.id = seen.id AND d.id = ANY(ARRAY(SELECT id FROM locked))`
+/**
+ * Before migrations/0021 a device's lastSeenAt was a column of `devices`: the column put back, and
+ * the writer's function (`events_written`) moving it there instead of in `device_seen`.
+ */
+const SEEN_IN_DEVICES = "ALTER TABLE devices ADD COLUMN last_seen_at bigint"
+const BEFORE_0021 = [
+  SEEN_IN_DEVICES,
+  `CREATE OR REPLACE FUNCTION events_written(events json, seen json, one_by_one boolean) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+  device record;
+BEGIN
+  INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
+    SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
+    FROM json_to_recordset(events) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text);
+  IF one_by_one THEN
+    FOR device IN SELECT s.id, s.at FROM json_to_recordset(seen) AS s(id text, at int8) ORDER BY s.id LOOP
+      UPDATE devices SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), device.at) WHERE id = device.id;
+    END LOOP;
+  ELSE
+    WITH s AS (SELECT * FROM json_to_recordset(seen) AS s(id text, at int8)),
+      locked AS (SELECT d.id, s.at FROM devices d JOIN s ON d.id = s.id ORDER BY d.id FOR NO KEY UPDATE OF d)
+    UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), locked.at) FROM locked WHERE d.id = locked.id;
+  END IF;
+END
+$$`
+]
 
-/** PGlite's statement before migrations/0020. */
-const TOUCH_ANY_ONE_SESSION = `${INSERT_EVENTS_WITH_SEEN}
+/** PGlite's one statement before migrations/0021 (`INSERT_EVENTS_TOUCH_ONE_SESSION` on `devices`). */
+const TOUCH_DEVICES_ONE_SESSION = `${INSERT_EVENTS_WITH_SEEN}
   UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
-  FROM seen WHERE d.id = ANY(ARRAY(SELECT id FROM seen)) AND d.id = seen.id`
+  FROM seen WHERE d.id = seen.id`
 
 const ALL_VARIANTS: ReadonlyArray<Variant> = [
   { name: "as migrated", ddl: [], touch: true },
   { name: "one statement (no COPY)", ddl: [], touch: true, statement: true },
   {
-    name: "devices by = ANY (before 0020)",
-    ddl: [],
+    name: "lastSeenAt in devices, one statement (before 0021)",
+    ddl: [SEEN_IN_DEVICES],
     touch: true,
-    shape: { text: TOUCH_ANY_ONE_SESSION, params: documents }
+    shape: { text: TOUCH_DEVICES_ONE_SESSION, params: documents }
   },
   {
     name: "device checked per row (before 0016)",
     ddl: [DROP_DEVICE_CHECK, "ALTER TABLE events ADD FOREIGN KEY (device_id) REFERENCES devices(id) ON DELETE CASCADE"],
     touch: true
   },
-  { name: "devices' pages full (before 0015)", ddl: ["ALTER TABLE devices SET (fillfactor = 100)"], touch: true },
+  { name: "device_seen's pages full", ddl: ["ALTER TABLE device_seen SET (fillfactor = 100)"], touch: true },
   { name: "half-size batches (the writer's before)", ddl: [], touch: true, batch: 2_000 },
   {
     name: "indexes ending in id (before 0019)",
@@ -184,7 +208,8 @@ const insertOnly: Shape = { text: INSERT_EVENTS_DOCUMENT, params: (rows) => [eve
  */
 const POSTGRES_VARIANTS: ReadonlyArray<Variant> = [
   { name: "as migrated", ddl: [], touch: true },
-  { name: "devices by = ANY (before 0020)", ddl: [], touch: true, shape: { text: TOUCH_ANY, params: documents } },
+  { name: "lastSeenAt in devices (before 0021)", ddl: BEFORE_0021, touch: true },
+  { name: "device_seen's pages full", ddl: ["ALTER TABLE device_seen SET (fillfactor = 100)"], touch: true },
   { name: "devices always joined", ddl: [], touch: true, shape: { text: INSERT_EVENTS_TOUCH, params: documents } },
   { name: "devices always one by one", ddl: [], touch: true, shape: { text: INSERT_EVENTS_SEEN_ONE_BY_ONE, params: documents } },
   { name: "no device check", ddl: [DROP_DEVICE_CHECK], touch: true },

@@ -36,11 +36,11 @@ import { DeviceReads } from "../store/DeviceReads.ts"
  * its rows written, then its spaces told, while the next steps are decided; a `Seen` is answered
  * once its effects are done, a tick or wake-up at once. Alerts are applied before the rows that
  * record them: a step that dies in between is run again from the old rows (their deadlines are
- * swept again; a sign of life is in `devices.last_seen_at`), and what it sends again is applied
+ * swept again; a sign of life is in `device_seen.last_seen_at`), and what it sends again is applied
  * once. A step that dies between its rows and `Changes` leaves that space one change behind
  * until the device's next change or the space's next seed (a window of milliseconds).
  *
- * Plain signs of life store nothing: their time is in `devices.last_seen_at`, which activation
+ * Plain signs of life store nothing: their time is in `device_seen.last_seen_at`, which activation
  * catches up from. Anomaly baselines, which no row re-derives, are written behind every
  * FLUSH_EVERY_MS and when the bucket leaves memory.
  */

@@ -11,7 +11,7 @@ import { Rules, watchesEvent } from "./rules.ts"
  * grouped by bucket, one `Seen` per bucket at a time and at most one per SPACING_MS, never
  * awaited by ingest.
  *
- * - `Seen` is volatile: every sign it carries is already in `devices.last_seen_at` (an event
+ * - `Seen` is volatile: every sign it carries is already in `device_seen.last_seen_at` (an event
  *   or location sets it in its own commit; a session sign is stored here first), and a bucket
  *   reads that row when it activates a device and before it declares one offline. A lost
  *   `Seen` (owner down, handover) costs at most a late rule evaluation of its events.

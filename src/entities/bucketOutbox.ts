@@ -17,7 +17,7 @@ import { Deferred, Effect, Exit, Queue, type Scope } from "effect"
  * due while it performs an earlier step, their offline alerts follow the earlier ones at once. A
  * process that dies with steps queued loses nothing the store does not keep: a deadline stays in
  * its device's row until the step that fired it wrote that row, and a sign of life is in
- * `devices.last_seen_at`.
+ * `device_seen.last_seen_at`.
  *
  * `enqueue` answers once the step's rows are done (a `Seen` waits for it; timers do not). A
  * batch that dies is logged and its lane goes on: its steps' deadlines are still in the rows, and

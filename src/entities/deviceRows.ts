@@ -1,4 +1,5 @@
 import { Effect } from "effect"
+import { LAST_SEEN } from "../store/devices.ts"
 import type { SqlClient, SqlError } from "../store/Sql.ts"
 import { coalesce, perClient } from "./coalesce.ts"
 import type { Activation, HostedDevice, Liveness } from "./deviceHost.ts"
@@ -33,7 +34,7 @@ const activationRows = perClient((sql: SqlClient) =>
   coalesce({
     run: (ids: ReadonlyArray<string>) =>
       sql.query<ActivationRow>(
-        `SELECT d.id, d.organisation_id, d.space_id, d.product_id, d.last_seen_at, a.snapshot, a.wake_at, a.liveness, a.liveness_at
+        `SELECT d.id, d.organisation_id, d.space_id, d.product_id, ${LAST_SEEN} AS last_seen_at, a.snapshot, a.wake_at, a.liveness, a.liveness_at
          FROM devices d LEFT JOIN device_actors a ON a.device_id = d.id WHERE d.id = ANY($1::text[])`,
         [[...new Set(ids)]]
       ),
@@ -81,7 +82,7 @@ interface PlaceRow {
 const placeRows = perClient((sql: SqlClient) =>
   coalesce({
     run: (ids: ReadonlyArray<string>) =>
-      sql.query<PlaceRow>("SELECT id, organisation_id, space_id, product_id, last_seen_at FROM devices WHERE id = ANY($1::text[])", [[
+      sql.query<PlaceRow>(`SELECT d.id, d.organisation_id, d.space_id, d.product_id, ${LAST_SEEN} AS last_seen_at FROM devices d WHERE d.id = ANY($1::text[])`, [[
         ...new Set(ids)
       ]]),
     itemKey: (id) => id,

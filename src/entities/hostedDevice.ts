@@ -11,7 +11,7 @@ export const livenessOf = (value: unknown): Liveness => (value === "online" ? "o
 export interface Activation {
   readonly deviceId: string
   readonly place: Place
-  /** `devices.last_seen_at`: every committed sign of life, told or not. */
+  /** `device_seen.last_seen_at`: every committed sign of life, told or not. */
   readonly lastSeenAt: number | null
   readonly snapshot: unknown
   readonly wakeAt: number | null

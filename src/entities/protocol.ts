@@ -10,7 +10,7 @@ import { Rpc } from "effect/rpc"
  * Persisted or volatile:
  * - persisted (stored by the cluster, delivered at least once to whichever process owns the
  *   entity then): REST's acknowledge and resolve, space reseeds;
- * - volatile: what the store re-derives — a sign of life (`devices.last_seen_at` is written in
+ * - volatile: what the store re-derives — a sign of life (`device_seen.last_seen_at` is written in
  *   the same commit as the event, location or session sign: a device rehydrated from its
  *   snapshot catches up from the row), an offline deadline (`device_actors.wake_at`, swept for
  *   the overdue ones: `Wake`) — reads, and the effects of a device bucket's step on its alerts
@@ -128,7 +128,7 @@ export const AlertOutcome = Schema.Struct({
 /**
  * The raises and clears of one device-bucket step, in order. Volatile, and awaited by the step
  * that sends it: a step whose effects are not all done is run again (its deadlines stay in the
- * rows; a sign of life is in `devices.last_seen_at`), and a slot applies a raise no
+ * rows; a sign of life is in `device_seen.last_seen_at`), and a slot applies a raise no
  * later than what it has seen, or a clear of an alert not open, as nothing.
  */
 export const Apply = Rpc.make("Apply", { payload: { intents: Schema.Array(AlertIntent) } })

@@ -79,7 +79,7 @@ const INSERT_RUNS_DOCUMENT = `INSERT INTO command_runs (id, organisation_id, com
 
 /**
  * A batch's events from their JSON document (`eventsDocument`, `$1`), the insert every events
- * statement holds.
+ * statement holds (the function `events_written`, migrations/0021, holds it as its first statement).
  *
  * The documents are read as `json`, not `jsonb`: `json_to_recordset` takes each record's fields
  * from the text as it scans it, and only each event's `data` is parsed into `jsonb` (the column's
@@ -100,40 +100,38 @@ export const INSERT_EVENTS_WITH_SEEN = `WITH inserted AS (${INSERT_EVENTS_DOCUME
 
 /**
  * The common batch, events without files or readings, as one statement: it commits on its own
- * (one round trip, no BEGIN/COMMIT), inserting the events and touching their devices together.
- * Devices are touched as `touchDevices` does (locked in id order). Rows go as one JSON document
- * (`eventsDocument`), which costs the server a parse instead of costing this process the
- * escaping of ten text arrays; `$1::text` keeps the driver from serialising the text again as JSON.
+ * (one round trip, no BEGIN/COMMIT), inserting the events and marking their devices seen together.
+ * Rows go as one JSON document (`eventsDocument`), which costs the server a parse instead of
+ * costing this process the escaping of ten text arrays; `$1::text` keeps the driver from
+ * serialising the text again as JSON.
  *
- * Devices are found by joins with the batch's receipts (`seen`), which Postgres runs as hash joins
- * on a small `devices` table and as index probes on a large one. The former `id = ANY(ARRAY(…))`
- * was planned as a scan of the whole table comparing every row with every element of the array,
- * rows × devices comparisons, twice: bench:store on Postgres, 100-event batches over 1,000 devices,
- * 71.5 → 44.2 µs of the backend's CPU per event (1,000-event batches: 29.5 → 28.3; bench/RESULTS.md,
- * session 40). A batch of a few devices goes by `INSERT_EVENTS_SEEN_ONE_BY_ONE` instead.
+ * The function `events_written` (migrations/0021) inserts the events (the same insert as
+ * `INSERT_EVENTS_DOCUMENT`), then moves each device's `device_seen.last_seen_at` forward: the
+ * insert's device check locks the devices before their `device_seen` rows are, the order a
+ * device's deletion takes them in. Its devices are found by a join with the batch's receipts,
+ * locked in id order first; a batch of a few devices goes by `INSERT_EVENTS_SEEN_ONE_BY_ONE`.
+ * The former `id = ANY(ARRAY(…))` was planned as a scan of the whole table comparing every row
+ * with every element of the array: bench:store on Postgres, 100-event batches over 1,000 devices,
+ * 71.5 → 44.2 µs of the backend's CPU per event (bench/RESULTS.md, session 40).
  */
-export const INSERT_EVENTS_TOUCH = `${INSERT_EVENTS_WITH_SEEN},
-  locked AS (SELECT d.id, seen.at FROM devices d JOIN seen ON d.id = seen.id ORDER BY d.id FOR NO KEY UPDATE OF d)
-  UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), locked.at)
-  FROM locked WHERE d.id = locked.id`
+export const INSERT_EVENTS_TOUCH = "SELECT events_written($1::text::json, $2::text::json, false)"
 
 /**
- * A batch from at most this many devices marks them seen one by one (`devices_seen`,
- * migrations/0020): each found by its key, none by a scan of `devices`. bench:store on Postgres
- * over 1,000 devices, backend CPU per event against the joins of `INSERT_EVENTS_TOUCH`: 10-event
+ * A batch from at most this many devices marks them seen one by one (`events_written`'s
+ * `one_by_one`, migrations/0020 and 0021): each found by its key, none by a scan of the table.
+ * bench:store on Postgres over 1,000 devices, backend CPU per event against the join: 10-event
  * batches 75.5 against 89.5 µs, 20-event 54.7 against 60.2, 30-event 52.6 against 54.9, 100-event
- * 47.3 against 44.2 (a probe per device costs more than one scan there). bench:ingest's latency
- * case at 5,000 events/s wrote batches of 14.5 events on average.
+ * 47.3 against 44.2 (a probe per device costs more than one scan there; session 40, devices'
+ * rows). bench:ingest's latency case at 5,000 events/s wrote batches of 14.5 events on average.
  */
 export const DEVICES_ONE_BY_ONE = 24
 
 /** The events insert, and its devices marked seen one by one (`DEVICES_ONE_BY_ONE`); both stores. */
-export const INSERT_EVENTS_SEEN_ONE_BY_ONE = `WITH inserted AS (${INSERT_EVENTS_DOCUMENT} RETURNING 1)
-  SELECT devices_seen($2::text::json)`
+export const INSERT_EVENTS_SEEN_ONE_BY_ONE = "SELECT events_written($1::text::json, $2::text::json, true)"
 
-/** PGlite's devices update from `seen`, a batch's receipts by device (a join, as `INSERT_EVENTS_TOUCH`'s). */
-const UPDATE_SEEN_ONE_SESSION = `UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), seen.at)
-  FROM seen WHERE d.id = seen.id`
+/** PGlite's devices update from `seen`, a batch's receipts by device (a join). */
+const UPDATE_SEEN_ONE_SESSION = `UPDATE device_seen ds SET last_seen_at = GREATEST(COALESCE(ds.last_seen_at, 0), seen.at)
+  FROM seen WHERE ds.device_id = seen.id`
 
 /**
  * `INSERT_EVENTS_TOUCH` for PGlite: one session, so no other transaction can hold a device row

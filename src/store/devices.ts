@@ -125,6 +125,9 @@ export const toDevice = (row: Row): DeviceRead => {
   }
 }
 
+/** A device's (alias `d`) `lastSeenAt`, from its row of `device_seen` (migrations/0021). */
+export const LAST_SEEN = "(SELECT ds.last_seen_at FROM device_seen ds WHERE ds.device_id = d.id)"
+
 export const deviceQuery: ResourceQuery<DeviceRead> = {
   resource: "device",
   // What a device embeds, each by its primary key in a subquery rather than a join: Postgres
@@ -135,7 +138,8 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
   select: `d.*, (SELECT o.name FROM organisations o WHERE o.id = d.organisation_id) AS organisation_name,
     (SELECT to_jsonb(s) FROM spaces s WHERE s.id = d.space_id) AS space_row,
     (SELECT to_jsonb(p) FROM products p WHERE p.id = d.product_id) AS product_row,
-    (SELECT ${STORED_LIVE} FROM device_actors da WHERE da.device_id = d.id) AS stored`,
+    (SELECT ${STORED_LIVE} FROM device_actors da WHERE da.device_id = d.id) AS stored,
+    ${LAST_SEEN} AS last_seen_at`,
   from: "devices d",
   base: "devices d",
   alias: "d",
@@ -146,37 +150,40 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
     id: "d.id",
     name: "d.name",
     customId: "d.custom_id",
-    lastSeenAt: "d.last_seen_at"
+    lastSeenAt: LAST_SEEN
   }
 }
 
 const SEEN_ROWS = "WITH u AS (SELECT * FROM unnest($1::text[], $2::int8[]) AS u(id, seen))"
 
 /**
- * The devices are found by joins, as the writer's `INSERT_EVENTS_TOUCH` finds them: the update's
- * `d.id = ANY(ARRAY(SELECT id FROM locked))` was planned on a small `devices` table as a scan of
- * every row against every locked id. Postgres, 1,000 devices, 10 a statement (a scratch comparison,
- * alternated): 61.0 µs of the backend's CPU per device against 87.0; 100 a statement the same.
+ * The devices' `device_seen` rows (migrations/0021) are found by joins, as the writer's
+ * `events_written` finds them: the update's former `d.id = ANY(ARRAY(SELECT id FROM locked))` was
+ * planned on a small table as a scan of every row against every locked id. Postgres, 1,000
+ * devices, 10 a statement (a scratch comparison, alternated, on `devices`): 61.0 µs of the
+ * backend's CPU per device against 87.0; 100 a statement the same.
  */
 const TOUCH = `${SEEN_ROWS},
-     locked AS (SELECT d.id, u.seen FROM devices d JOIN u ON u.id = d.id
-                WHERE d.last_seen_at IS NULL OR d.last_seen_at < u.seen
-                ORDER BY d.id FOR NO KEY UPDATE OF d)
-     UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), locked.seen)
-     FROM locked WHERE d.id = locked.id RETURNING d.id`
+     locked AS (SELECT ds.device_id, u.seen FROM device_seen ds JOIN u ON u.id = ds.device_id
+                WHERE ds.last_seen_at IS NULL OR ds.last_seen_at < u.seen
+                ORDER BY ds.device_id FOR NO KEY UPDATE OF ds)
+     UPDATE device_seen ds SET last_seen_at = GREATEST(COALESCE(ds.last_seen_at, 0), locked.seen)
+     FROM locked WHERE ds.device_id = locked.device_id RETURNING ds.device_id AS id`
 
 /** `TOUCH` for PGlite: one session, so no other transaction holds these rows and no lock order is needed. */
 const TOUCH_ONE_SESSION = `${SEEN_ROWS}
-     UPDATE devices d SET last_seen_at = u.seen
-     FROM u WHERE d.id = u.id AND (d.last_seen_at IS NULL OR d.last_seen_at < u.seen) RETURNING d.id`
+     UPDATE device_seen ds SET last_seen_at = u.seen
+     FROM u WHERE ds.device_id = u.id AND (ds.last_seen_at IS NULL OR ds.last_seen_at < u.seen) RETURNING ds.device_id AS id`
 
 /**
  * Moves devices' `lastSeenAt` forward to the given times (never back) and answers the ids it
  * moved. Rows are locked in id order first, so two writers touching the same devices at once
- * queue behind each other instead of deadlocking (NO KEY: the lock UPDATE takes anyway, which
- * lets other transactions' foreign-key checks through); rows already as recent are left alone.
- * The Writer's one-statement events batch does the same inline (`INSERT_EVENTS_TOUCH`, or the
- * function `devices_seen` for a batch from a few devices: src/store/batch.ts).
+ * queue behind each other instead of deadlocking (NO KEY: the lock UPDATE takes anyway); rows
+ * already as recent are left alone. In a transaction that also inserts events or locations, it
+ * comes after them: their devices' rows are locked (the device check, the foreign key) before
+ * their `device_seen` rows, the order a device's deletion takes them in. The Writer's
+ * one-statement events batch does the same inside the function `events_written`
+ * (migrations/0021, src/store/batch.ts).
  */
 export const touchDevices = (client: SqlClient, seen: ReadonlyMap<string, number>) =>
   client.query<{ id: string }>(

@@ -5,7 +5,7 @@ import type { SqlClient, SqlError } from "./Sql.ts"
 /**
  * Autovacuum for the embedded database. PGlite runs Postgres as one single-user backend: no
  * autovacuum launcher, no background workers. Left alone, every row an update or delete leaves
- * behind stays (a device's `lastSeenAt`, the cluster's messages and leases, MQTT sessions), with
+ * behind stays (a device's `lastSeenAt` in `device_seen`, the cluster's messages and leases, MQTT sessions), with
  * its index entries; the planner's statistics stay those of an empty database; and transaction
  * ids are never frozen, so after ~2 billion transactions (weeks at a few hundred commits a second)
  * Postgres would stop accepting writes to avoid wraparound.
@@ -27,7 +27,7 @@ import type { SqlClient, SqlError } from "./Sql.ts"
  * `PGLITE_APPENDED_EVERY`, a table with over `INSERTS_PER_VACUUM` inserts since its vacuum is
  * vacuumed (and not analysed): events in parts of 10-60 ms during a flood (bench:ingest, timed
  * on PGlite's thread), none left for after it. That pass reads one counter per table (~1 ms)
- * and nothing else: a table of updated rows (devices' `lastSeenAt`) keeps autovacuum's rhythm,
+ * and nothing else: a table of updated rows (`device_seen`, devices' `lastSeenAt`) keeps autovacuum's rhythm,
  * as its vacuum costs what its indexes hold, not what changed.
  * Analyses of events take ~20-45 ms (migrations/0017), of the other tables less.
  *

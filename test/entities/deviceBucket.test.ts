@@ -30,10 +30,10 @@ import { testClockLayer } from "../support/testClock.ts"
 
 const AFTER_S = 30
 
-/** Signs of life as ingest sends them after commit: their row first (`devices.last_seen_at`), then `Seen` to their bucket. */
+/** Signs of life as ingest sends them after commit: their row first (`device_seen.last_seen_at`), then `Seen` to their bucket. */
 const seen = (organisation: string, deviceIds: ReadonlyArray<string>, at: number, event?: Sign["event"]) =>
   Effect.gen(function*() {
-    yield* query("UPDATE devices SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), $2) WHERE id = ANY($1::text[])", [deviceIds, at])
+    yield* query("UPDATE device_seen SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), $2) WHERE device_id = ANY($1::text[])", [deviceIds, at])
     const client = yield* DeviceBucket.client
     const byBucket = new Map<string, Array<Sign>>()
     for (const deviceId of deviceIds) {
@@ -136,7 +136,7 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       const [id] = yield* newDevices(org, 1)
       yield* seen(org, [id], T0)
       // Ingested elsewhere, its Seen lost: only the row knows.
-      yield* query("UPDATE devices SET last_seen_at = $2 WHERE id = $1", [id, T0 + 25_000])
+      yield* query("UPDATE device_seen SET last_seen_at = $2 WHERE device_id = $1", [id, T0 + 25_000])
       yield* advance("35 seconds")
       expect(yield* live(id)).toMatchObject({ state: "online", lastSeenAt: T0 + 25_000 })
       expect(yield* alertsOf(rule)).toEqual([])
@@ -273,10 +273,10 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       const session = ids.find((id, i) => ids.some((other, j) => j < i && bucketOf(other) === bucketOf(id)))!
       const device = ids.find((id) => id !== session && bucketOf(id) === bucketOf(session))!
       const activity = yield* Activity
-      yield* query("UPDATE devices SET last_seen_at = $2 WHERE id = $1", [device, T0 + 1])
+      yield* query("UPDATE device_seen SET last_seen_at = $2 WHERE device_id = $1", [device, T0 + 1])
       activity.publish({ organisationId: org, deviceId: device, at: T0 + 1 })
       yield* activity.offer({ organisationId: org, deviceId: session, at: T0 + 2, session: true })
-      const [row] = yield* query<{ last_seen_at: number }>("SELECT last_seen_at FROM devices WHERE id = $1", [session])
+      const [row] = yield* query<{ last_seen_at: number }>("SELECT last_seen_at FROM device_seen WHERE device_id = $1", [session])
       expect(Number(row.last_seen_at)).toBe(T0 + 2)
       // Sends to one bucket are spaced on the clock (SeenSender's SPACING_MS, 250 ms), and a send that
       // failed is retried 200 ms later on it: what came while the first send was on its way goes once

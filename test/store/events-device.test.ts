@@ -102,7 +102,7 @@ describe.each(STORE_KINDS)("events' device on %s", (kind) => {
     const exit = await Effect.runPromiseExit(writeRetried(sql, items, 0))
     expect(failureCode(exit)).toBe("23503")
     expect(await count("events WHERE organisation_id = $1", [organisationId])).toBe(0)
-    expect(await count("devices WHERE organisation_id = $1 AND last_seen_at IS NOT NULL", [organisationId])).toBe(0)
+    expect(await count("device_seen ds JOIN devices d ON d.id = ds.device_id WHERE d.organisation_id = $1 AND ds.last_seen_at IS NOT NULL", [organisationId])).toBe(0)
   })
 
   it("checks the batch written in a transaction (events with a file) the same way", async () => {

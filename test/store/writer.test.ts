@@ -1,4 +1,5 @@
 import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
+import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
   COPY_EVENTS_FROM_ROWS,
@@ -56,15 +57,17 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
 
   it("writes concurrent items in few batches and resolves each after its commit", async () => {
     const batches: Array<number> = []
-    // A batch of plain events is one statement on its own, or a script (PGlite's COPY); any other batch is a transaction.
+    // A batch of plain events is one statement on its own (the insert, or the function
+    // `events_written` holding it), or a script (PGlite's COPY); any other batch is a transaction.
+    const writesEvents = (text: string) => text.includes("INSERT INTO events") || text.includes("events_written(")
     const counting: SqlClient = {
       ...sql,
       query: (text, params) => {
-        if (text.includes("INSERT INTO events")) batches.push(0)
+        if (writesEvents(text)) batches.push(0)
         return sql.query(text, params)
       },
       write: (text, params) => {
-        if (text.includes("INSERT INTO events")) batches.push(0)
+        if (writesEvents(text)) batches.push(0)
         return sql.write(text, params)
       },
       transaction: (f) => {
@@ -83,14 +86,14 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     // 1,000 concurrent writes with batches of at most 500: a handful of transactions, not 1,000.
     expect(batches.length).toBeGreaterThanOrEqual(2)
     expect(batches.length).toBeLessThanOrEqual(4)
-    const [device] = await Effect.runPromise(sql.query<{ last_seen_at: number }>("SELECT last_seen_at FROM devices WHERE id = 'dev_w'"))
+    const [device] = await Effect.runPromise(sql.query<{ last_seen_at: number }>("SELECT last_seen_at FROM device_seen WHERE device_id = 'dev_w'"))
     expect(device.last_seen_at).toBe(1_000 + 999)
     expect(writer.service.pending()).toBe(0)
   })
 
   it("moves a device's lastSeenAt forward only, in an event batch and in touchDevices (each driver's statement)", async () => {
     const lastSeen = async () =>
-      Number((await Effect.runPromise(sql.query<{ t: number }>("SELECT last_seen_at AS t FROM devices WHERE id = 'dev_w3'")))[0].t)
+      Number((await Effect.runPromise(sql.query<{ t: number }>("SELECT last_seen_at AS t FROM device_seen WHERE device_id = 'dev_w3'")))[0].t)
     const writer = makeWriter(sql)
     await Effect.runPromise(writer.service.write(event(900_000, "dev_w3")))
     expect(await lastSeen()).toBe(901_000)
@@ -138,7 +141,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
         return { _tag: "event", row: { id: `evt_s${n}`, organisationId: "org_w", deviceId, name: "n", data: null, timestamp: n, receivedAt: at + i, protocol: "mqtt" } }
       })
     const seenAt = async (devices: ReadonlyArray<string>) =>
-      (await Effect.runPromise(sql.query<{ t: number | null }>("SELECT last_seen_at AS t FROM devices WHERE id = ANY($1::text[]) ORDER BY id", [devices])))
+      (await Effect.runPromise(sql.query<{ t: number | null }>("SELECT last_seen_at AS t FROM device_seen WHERE device_id = ANY($1::text[]) ORDER BY device_id", [devices])))
         .map((r) => (r.t === null ? null : Number(r.t)))
     const few = ids.slice(0, DEVICES_ONE_BY_ONE)
     const joined = sql.dialect === "pglite" ? INSERT_EVENTS_TOUCH_ONE_SESSION : INSERT_EVENTS_TOUCH
@@ -175,6 +178,41 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
         ]))
       await Promise.all(rounds)
       expect(await seenAt(devices)).toEqual(devices.map((_, i) => 109_000 + Math.max(i, devices.length - 1 - i)))
+    }
+  })
+
+  // Two sessions: Postgres only (PGlite has one, and no other transaction to take a lock).
+  if (kind === "postgres") it("locks a batch's devices before their device_seen rows, the order a device's deletion takes them in", async () => {
+    await Effect.runPromise(sql.exec(
+      "INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_wl', 'org_w', 'hl', 'wl', 1, 1)"
+    ))
+    const raw = postgres(db!.url, { max: 2, onnotice: () => {} })
+    try {
+      // Another transaction holds the device's row, as a deletion does before its cascade.
+      const holder = await raw.reserve()
+      await holder`BEGIN`
+      await holder`SELECT id FROM devices WHERE id = 'dev_wl' FOR UPDATE`
+      const written = Effect.runPromiseExit(writeRetried(sql, [event(700_000, "dev_wl")], 0))
+      const waiting = async () =>
+        (await raw`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`)[0].n
+      for (let i = 0; i < 200 && (await waiting()) === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+      expect(await waiting()).toBe(1)
+      // The batch waits on the device's row and holds no device_seen row: the deletion's cascade
+      // (or this lock) takes it without waiting. Locked the other way round, the two deadlocked.
+      const probe = await raw.reserve()
+      await probe`BEGIN`
+      expect(await probe`SELECT device_id FROM device_seen WHERE device_id = 'dev_wl' FOR UPDATE NOWAIT`).toHaveLength(1)
+      await probe`ROLLBACK`
+      probe.release()
+      await holder`DELETE FROM devices WHERE id = 'dev_wl'`
+      await holder`COMMIT`
+      holder.release()
+      const exit = await written
+      expect(Exit.isFailure(exit) && Cause.squash(exit.cause)).toMatchObject({ code: "23503" })
+      expect(await count("events WHERE device_id = 'dev_wl'")).toBe(0)
+      expect(await count("device_seen WHERE device_id = 'dev_wl'")).toBe(0)
+    } finally {
+      await raw.end({ timeout: 1 })
     }
   })
 
@@ -368,7 +406,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     `))
     const n = COPY_EVENTS_FROM_ROWS + 7
     await Effect.runPromise(writeRetried(sql, rows("evt_big", n), 0))
-    const [seen] = await Effect.runPromise(sql.query<{ last: string }>("SELECT max(last_seen_at)::text AS last FROM devices WHERE id IN ('dev_wc1', 'dev_wc2')"))
+    const [seen] = await Effect.runPromise(sql.query<{ last: string }>("SELECT max(last_seen_at)::text AS last FROM device_seen WHERE device_id IN ('dev_wc1', 'dev_wc2')"))
     expect(seen.last).toBe(String(90_000 + n - 1))
     for (const item of rows("evt_one", n)) await Effect.runPromise(writeRetried(sql, [item], 0))
     const stored = (prefix: string) =>
