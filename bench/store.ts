@@ -16,7 +16,7 @@
  *   maps, as every index was before (each page split asked the file system for the missing fork);
  * - `device_seen's pages full`: `device_seen` (migrations/0021) at fillfactor 100 instead of 50 (a
  *   device's `lastSeenAt` moved to another page, with an entry in its index);
- * - `lastSeenAt in devices, one statement (before 0021)`: the column back in `devices`, moved by
+ * - `lastSeenAt in devices as one statement (before 0021)`: the column back in `devices`, moved by
  *   the one statement (compare with `one statement (no COPY)`);
  * - `device checked per row`: events' foreign key to devices, as before migrations/0016 (a query
  *   and a row lock per event, where 0016 checks and locks a statement's devices in one query);
@@ -168,7 +168,7 @@ const ALL_VARIANTS: ReadonlyArray<Variant> = [
   { name: "as migrated", ddl: [], touch: true },
   { name: "one statement (no COPY)", ddl: [], touch: true, statement: true },
   {
-    name: "lastSeenAt in devices, one statement (before 0021)",
+    name: "lastSeenAt in devices as one statement (before 0021)",
     ddl: [SEEN_IN_DEVICES],
     touch: true,
     shape: { text: TOUCH_DEVICES_ONE_SESSION, params: documents }
