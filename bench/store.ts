@@ -54,9 +54,10 @@
  * BENCH_NO_RECORD (set: do not append to RESULTS.md).
  */
 import { Effect, ManagedRuntime, Redacted } from "effect"
-import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { newId } from "../src/domain/ids.ts"
 import {
   COPY_EVENTS,
@@ -134,30 +135,23 @@ const documents = (rows: ReadonlyArray<EventRow>, seen: ReadonlyMap<string, numb
 
 /**
  * Before migrations/0021 a device's lastSeenAt was a column of `devices`: the column put back, and
- * the writer's function (`events_written`) moving it there instead of in `device_seen`.
+ * the writer's function (`events_written`, as that migration makes it) moving it there instead of
+ * in `device_seen`.
  */
 const SEEN_IN_DEVICES = "ALTER TABLE devices ADD COLUMN last_seen_at bigint"
-const BEFORE_0021 = [
-  SEEN_IN_DEVICES,
-  `CREATE OR REPLACE FUNCTION events_written(events json, seen json, one_by_one boolean) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-  device record;
-BEGIN
-  INSERT INTO events (id, organisation_id, device_id, name, data, timestamp, received_at, protocol, has_file)
-    SELECT u.id, u.org, u.dev, u.name, (u.data -> 0)::jsonb, u.ts, u.rcv, u.proto, false
-    FROM json_to_recordset(events) AS u(id text, org text, dev text, name text, data json, ts int8, rcv int8, proto text);
-  IF one_by_one THEN
-    FOR device IN SELECT s.id, s.at FROM json_to_recordset(seen) AS s(id text, at int8) ORDER BY s.id LOOP
-      UPDATE devices SET last_seen_at = GREATEST(COALESCE(last_seen_at, 0), device.at) WHERE id = device.id;
-    END LOOP;
-  ELSE
-    WITH s AS (SELECT * FROM json_to_recordset(seen) AS s(id text, at int8)),
-      locked AS (SELECT d.id, s.at FROM devices d JOIN s ON d.id = s.id ORDER BY d.id FOR NO KEY UPDATE OF d)
-    UPDATE devices d SET last_seen_at = GREATEST(COALESCE(d.last_seen_at, 0), locked.at) FROM locked WHERE d.id = locked.id;
-  END IF;
-END
-$$`
-]
+const eventsWrittenOnDevices = () => {
+  const migration = readFileSync(fileURLToPath(new URL("../migrations/0021_device_seen.sql", import.meta.url)), "utf8")
+  const made = migration.slice(migration.indexOf("CREATE FUNCTION events_written"))
+  const onDevices = made
+    .replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION")
+    .replaceAll("ds.device_id", "ds.id")
+    .replaceAll("locked.device_id", "locked.id")
+    .replaceAll(" device_id = device.id", " id = device.id")
+    .replaceAll("device_seen", "devices")
+  if (!made.includes("device_seen") || onDevices.includes("device_seen")) throw new Error("migrations/0021's events_written is not as bench:store reads it")
+  return onDevices
+}
+const BEFORE_0021 = [SEEN_IN_DEVICES, eventsWrittenOnDevices()]
 
 /** PGlite's one statement before migrations/0021 (`INSERT_EVENTS_TOUCH_ONE_SESSION` on `devices`). */
 const TOUCH_DEVICES_ONE_SESSION = `${INSERT_EVENTS_WITH_SEEN}
