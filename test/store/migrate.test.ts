@@ -92,6 +92,46 @@ describe.each(STORE_KINDS)("the store on %s", (kind) => {
   })
 })
 
+describe.each(STORE_KINDS)("migration 0021 on a %s store at 0020", (kind) => {
+  let scope: Scope.Closeable
+  let sql: SqlClient
+  let db: TestDatabase | undefined
+  const run = <A, E>(effect: Effect.Effect<A, E, never>) => Effect.runPromise(effect)
+
+  beforeAll(async () => {
+    if (kind === "postgres") db = await createPostgresDatabase()
+    scope = await Effect.runPromise(Scope.make())
+    const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
+    const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
+    sql = Context.get(context, Sql)
+  })
+  afterAll(async () => {
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+    await db?.drop()
+  })
+
+  it("carries each device's lastSeenAt into device_seen, and gives a device made after it its row", async () => {
+    const files = await run(loadMigrations)
+    for (const file of files.filter((f) => f.version <= 20)) await run(sql.exec(file.sql))
+    await run(sql.exec(`
+      INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_m21', 'x', 1, 1);
+      INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at, last_seen_at)
+        VALUES ('dev_m1', 'org_m21', 'h_m1', 'm1', 1, 1, 1795000000123), ('dev_m2', 'org_m21', 'h_m2', 'm2', 1, 1, NULL);
+    `))
+    const file = files.find((f) => f.version === 21)
+    expect(file?.name).toBe("0021_device_seen.sql")
+    await run(sql.exec(file!.sql))
+    const seen = async () =>
+      (await run(sql.query<{ device_id: string; last_seen_at: number | null }>("SELECT device_id, last_seen_at FROM device_seen ORDER BY device_id")))
+    expect(await seen()).toEqual([{ device_id: "dev_m1", last_seen_at: 1795000000123 }, { device_id: "dev_m2", last_seen_at: null }])
+    const columns = await run(sql.query("SELECT 1 FROM information_schema.columns WHERE table_name = 'devices' AND column_name = 'last_seen_at'"))
+    expect(columns).toEqual([])
+    await run(sql.exec("INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_m3', 'org_m21', 'h_m3', 'm3', 1, 1)"))
+    await run(sql.exec("DELETE FROM devices WHERE id = 'dev_m1'"))
+    expect(await seen()).toEqual([{ device_id: "dev_m2", last_seen_at: null }, { device_id: "dev_m3", last_seen_at: null }])
+  })
+})
+
 describe("migrations on one empty Postgres from several processes at once", () => {
   it("apply once, and none of the starters fails", async () => {
     const db = await createPostgresDatabase()
