@@ -1,4 +1,4 @@
-import { ConfigProvider, Context, type Duration, Effect, Exit, Layer, Logger, Redacted, Scope } from "effect"
+import { ConfigProvider, Context, type Duration, Effect, Exit, Layer, Logger, Scope } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Auth } from "../../src/auth/Auth.ts"
 import { type CredentialWatch, watchCredentials } from "../../src/auth/CredentialWatch.ts"
@@ -6,7 +6,7 @@ import { hashSecret } from "../../src/auth/secrets.ts"
 import { Bus, type BusService } from "../../src/bus/Bus.ts"
 import { migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient, SqlError } from "../../src/store/Sql.ts"
-import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
+import { openTestStore, STORE_KINDS, type TestStore } from "../support/databases.ts"
 
 /** Waits (at most 5 s) for `condition`, naming it when it never holds. */
 const until = async (condition: () => boolean, what: string) => {
@@ -26,9 +26,8 @@ const setUp = (sql: SqlClient) =>
   `)
 
 describe.each(STORE_KINDS)("the credential change counter on %s", (kind) => {
-  let scope: Scope.Closeable
+  let store: TestStore
   let sql: SqlClient
-  let db: TestDatabase | undefined
   const version = async () =>
     Number((await Effect.runPromise(sql.query<{ version: string }>("SELECT version::text AS version FROM credential_changes")))[0].version)
   /** How far the counter moved over `statements`. */
@@ -39,17 +38,11 @@ describe.each(STORE_KINDS)("the credential change counter on %s", (kind) => {
   }
 
   beforeAll(async () => {
-    if (kind === "postgres") db = await createPostgresDatabase()
-    scope = await Effect.runPromise(Scope.make())
-    const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
-    sql = Context.get(await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope)), Sql)
-    await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
+    store = await openTestStore(kind)
+    sql = store.sql
     await Effect.runPromise(setUp(sql))
   })
-  afterAll(async () => {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-    await db?.drop()
-  })
+  afterAll(() => store.close())
 
   it("moves when a credential ends or changes, whoever writes it", async () => {
     expect(await moves("INSERT INTO api_keys (id, organisation_id, secret_hash, secret_hint, created_at, updated_at) VALUES ('key_c', 'org_c', 'k1', 'k', 1, 1)"))

@@ -1,11 +1,10 @@
-import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { newId } from "../../src/domain/ids.ts"
 import { COPY_EVENTS_FROM_ROWS, type EventRow, type WriteItem, writeRetried } from "../../src/store/batch.ts"
-import { migrate } from "../../src/store/migrate.ts"
-import { Sql, type SqlClient } from "../../src/store/Sql.ts"
-import { createPostgresDatabase, STORE_KINDS, type StoreKind, type TestDatabase } from "../support/databases.ts"
+import type { SqlClient } from "../../src/store/Sql.ts"
+import { openTestStore, STORE_KINDS } from "../support/databases.ts"
 
 /**
  * migrations/0016: events' device is checked once per statement (a trigger) instead of by a
@@ -14,23 +13,6 @@ import { createPostgresDatabase, STORE_KINDS, type StoreKind, type TestDatabase 
  */
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
-
-const openStore = async (kind: StoreKind) => {
-  const db: TestDatabase | undefined = kind === "postgres" ? await createPostgresDatabase() : undefined
-  const scope = await run(Scope.make())
-  const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
-  const context = await run(Layer.buildWithScope(Sql.layer(target), scope))
-  const sql = Context.get(context, Sql)
-  await run(Effect.provideService(migrate, Sql, sql))
-  return {
-    sql,
-    url: db?.url,
-    close: async () => {
-      await run(Scope.close(scope, Exit.void))
-      await db?.drop()
-    }
-  }
-}
 
 const event = (organisationId: string, deviceId: string, extra: Partial<EventRow> = {}): WriteItem => {
   const now = Date.now()
@@ -67,7 +49,7 @@ describe.each(STORE_KINDS)("events' device on %s", (kind) => {
   }
 
   beforeAll(async () => {
-    ;({ sql, close } = await openStore(kind))
+    ;({ sql, close } = await openTestStore(kind))
   })
   afterAll(() => close())
 
@@ -160,7 +142,7 @@ describe("events' device on Postgres, deleted while its events are written", () 
   let b: postgres.Sql
 
   beforeAll(async () => {
-    const store = await openStore("postgres")
+    const store = await openTestStore("postgres")
     ;({ sql, close } = store)
     a = postgres(store.url!, { max: 1, onnotice: () => {} })
     b = postgres(store.url!, { max: 1, onnotice: () => {} })

@@ -4,25 +4,18 @@ import { readFileSync } from "node:fs"
 import { bucketOf } from "../../src/entities/protocol.ts"
 import { loadMigrations, migrate } from "../../src/store/migrate.ts"
 import { Sql, type SqlClient } from "../../src/store/Sql.ts"
-import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
+import { createPostgresDatabase, openTestStore, STORE_KINDS, type TestStore } from "../support/databases.ts"
 
 describe.each(STORE_KINDS)("the store on %s", (kind) => {
-  let scope: Scope.Closeable
+  let store: TestStore
   let sql: SqlClient
-  let db: TestDatabase | undefined
   const run = <A, E>(effect: Effect.Effect<A, E, Sql>) => Effect.runPromise(Effect.provideService(effect, Sql, sql))
 
   beforeAll(async () => {
-    if (kind === "postgres") db = await createPostgresDatabase()
-    scope = await Effect.runPromise(Scope.make())
-    const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
-    const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
-    sql = Context.get(context, Sql)
+    store = await openTestStore(kind, { migrated: false })
+    sql = store.sql
   })
-  afterAll(async () => {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-    await db?.drop()
-  })
+  afterAll(() => store.close())
 
   it("applies every migration file once and records it", async () => {
     const files = await Effect.runPromise(loadMigrations)
@@ -93,22 +86,15 @@ describe.each(STORE_KINDS)("the store on %s", (kind) => {
 })
 
 describe.each(STORE_KINDS)("migration 0021 on a %s store at 0020", (kind) => {
-  let scope: Scope.Closeable
+  let store: TestStore
   let sql: SqlClient
-  let db: TestDatabase | undefined
   const run = <A, E>(effect: Effect.Effect<A, E, never>) => Effect.runPromise(effect)
 
   beforeAll(async () => {
-    if (kind === "postgres") db = await createPostgresDatabase()
-    scope = await Effect.runPromise(Scope.make())
-    const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
-    const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
-    sql = Context.get(context, Sql)
+    store = await openTestStore(kind, { migrated: false })
+    sql = store.sql
   })
-  afterAll(async () => {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-    await db?.drop()
-  })
+  afterAll(() => store.close())
 
   it("carries each device's lastSeenAt into device_seen, and gives a device made after it its row", async () => {
     const files = await run(loadMigrations)

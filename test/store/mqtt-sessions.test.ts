@@ -1,14 +1,12 @@
-import { Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { migrate } from "../../src/store/migrate.ts"
 import * as store from "../../src/store/mqttSessions.ts"
-import { Sql, type SqlClient } from "../../src/store/Sql.ts"
-import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
+import type { SqlClient } from "../../src/store/Sql.ts"
+import { openTestStore, STORE_KINDS, type TestStore } from "../support/databases.ts"
 
 describe.each(STORE_KINDS)("stored MQTT sessions on %s", (kind) => {
-  let scope: Scope.Closeable
+  let testStore: TestStore
   let sql: SqlClient
-  let db: TestDatabase | undefined
   const run = <A>(effect: Effect.Effect<A, unknown>) => Effect.runPromise(effect)
   const delivery = (topic: string, payload = `{"n":"${topic}"}`) => ({ deviceId: topic.split("/")[1], topic, payload, key: `k:${topic}:${payload}` })
   const session = async (clientId: string, topics: ReadonlyArray<string>, principal = "app/org/a") => {
@@ -18,17 +16,10 @@ describe.each(STORE_KINDS)("stored MQTT sessions on %s", (kind) => {
   const queued = async (clientId: string) => (await run(store.queuedFor(sql, clientId))).map((d) => d.topic)
 
   beforeAll(async () => {
-    if (kind === "postgres") db = await createPostgresDatabase()
-    scope = await Effect.runPromise(Scope.make())
-    const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
-    const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
-    sql = Context.get(context, Sql)
-    await run(Effect.provideService(migrate, Sql, sql))
+    testStore = await openTestStore(kind)
+    sql = testStore.sql
   })
-  afterAll(async () => {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-    await db?.drop()
-  })
+  afterAll(() => testStore.close())
 
   it("queues a delivery once per client id however many processes queue it, and not again once acknowledged", async () => {
     await session("once", ["devices/dev_a/events/+"])

@@ -1,4 +1,4 @@
-import { Cause, Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import postgres from "postgres"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import {
@@ -10,10 +10,9 @@ import {
   writeRetried
 } from "../../src/store/batch.ts"
 import { touchDevices } from "../../src/store/devices.ts"
-import { migrate } from "../../src/store/migrate.ts"
-import { Sql, type SqlClient } from "../../src/store/Sql.ts"
+import type { SqlClient } from "../../src/store/Sql.ts"
 import { makeWriter, type WriteItem } from "../../src/store/Writer.ts"
-import { createPostgresDatabase, STORE_KINDS, type TestDatabase } from "../support/databases.ts"
+import { openTestStore, STORE_KINDS, type TestStore } from "../support/databases.ts"
 
 const event = (i: number, deviceId = "dev_w"): WriteItem => ({
   _tag: "event",
@@ -30,19 +29,14 @@ const event = (i: number, deviceId = "dev_w"): WriteItem => ({
 })
 
 describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
-  let scope: Scope.Closeable
+  let store: TestStore
   let sql: SqlClient
-  let db: TestDatabase | undefined
   const count = async (table: string) =>
     Number((await Effect.runPromise(sql.query<{ n: number }>(`SELECT count(*)::int8 AS n FROM ${table}`)))[0].n)
 
   beforeAll(async () => {
-    if (kind === "postgres") db = await createPostgresDatabase()
-    scope = await Effect.runPromise(Scope.make())
-    const target = db ? { _tag: "postgres" as const, url: Redacted.make(db.url) } : { _tag: "pglite" as const, dataDir: undefined }
-    const context = await Effect.runPromise(Layer.buildWithScope(Sql.layer(target), scope))
-    sql = Context.get(context, Sql)
-    await Effect.runPromise(Effect.provideService(migrate, Sql, sql))
+    store = await openTestStore(kind)
+    sql = store.sql
     await Effect.runPromise(sql.exec(`
       INSERT INTO organisations (id, name, created_at, updated_at) VALUES ('org_w', 'w', 1, 1);
       INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_w', 'org_w', 'h1', 'w', 1, 1);
@@ -50,10 +44,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
       INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_w3', 'org_w', 'h3', 'w3', 1, 1);
     `))
   })
-  afterAll(async () => {
-    await Effect.runPromise(Scope.close(scope, Exit.void))
-    await db?.drop()
-  })
+  afterAll(() => store.close())
 
   it("writes concurrent items in few batches and resolves each after its commit", async () => {
     const batches: Array<number> = []
@@ -186,7 +177,7 @@ describe.each(STORE_KINDS)("the group-commit writer on %s", (kind) => {
     await Effect.runPromise(sql.exec(
       "INSERT INTO devices (id, organisation_id, secret_hash, name, created_at, updated_at) VALUES ('dev_wl', 'org_w', 'hl', 'wl', 1, 1)"
     ))
-    const raw = postgres(db!.url, { max: 2, onnotice: () => {} })
+    const raw = postgres(store.url!, { max: 2, onnotice: () => {} })
     try {
       // Another transaction holds the device's row, as a deletion does before its cascade.
       const holder = await raw.reserve()
