@@ -4,8 +4,8 @@
 // console (console/) bundled by Vite into dist/console (scripts/console.mjs).
 // `--if-needed` (what `npm start` runs) skips each part whose sources, migrations or settings did
 // not change since its last build: a start then costs no build at all.
-// `--console` builds the console alone (the tests' global setup: the browser tests need it, the
-// server runs from its sources).
+// The tests' global setup runs it with `--if-needed` too: the suites spawn the built server and
+// tool (test/support/process.ts) and load the console.
 import { execFileSync } from "node:child_process"
 import { chmodSync, cpSync, existsSync, readdirSync, statSync, utimesSync } from "node:fs"
 import { join } from "node:path"
@@ -13,7 +13,6 @@ import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const ifNeeded = process.argv.includes("--if-needed")
-const consoleOnly = process.argv.includes("--console")
 
 const newest = (path) => {
   const info = statSync(path)
@@ -35,7 +34,7 @@ const serverStamp = join(root, "dist", ".tsbuildinfo")
 const serverInputs = ["src", "actors", "migrations", "tsconfig.json", "tsconfig.build.json", "package-lock.json"]
 const serverCurrent = upToDate(serverStamp, serverInputs) && existsSync(join(root, "dist", "migrations"))
 
-if (!consoleOnly && !(ifNeeded && serverCurrent)) {
+if (!(ifNeeded && serverCurrent)) {
   execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-p", join(root, "tsconfig.build.json")], { stdio: "inherit" })
   cpSync(join(root, "migrations"), join(root, "dist", "migrations"), { recursive: true })
   // The package's bin (`voltaic`), run by its shebang: tsc writes files without the execute bit.

@@ -75,7 +75,7 @@ describe.each(["pglite", "postgres"] as const)("voltaic import energy on %s", (k
         const lines = doctor.stdout.trim().split("\n")
         const pid = server.child.pid
         expect(lines).toContainEqual(
-          expect.stringMatching(new RegExp(`^✗ PORT: 127\\.0\\.0\\.1:${server.port} is already in use by process ${pid} \\(.*src/main\\.ts\\)`))
+          expect.stringMatching(new RegExp(`^✗ PORT: 127\\.0\\.0\\.1:${server.port} is already in use by process ${pid} \\(.*dist/src/main\\.js\\)`))
         )
         expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^! database: PGlite in .+ is held by process ${pid} \\(voltaic server\\)`)))
         expect(stderrLines(doctor.stderr)).toEqual(["voltaic: 1 check failed (✗ above)"])
