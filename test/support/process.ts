@@ -42,6 +42,10 @@ const baseEnv = (env: Record<string, string>) => ({
  */
 export const TEST_NODE_FLAGS: ReadonlyArray<string> = ["--liftoff-only"]
 
+/** The built server and command-line tool (the package's bin), relative to ROOT. */
+const SERVER_ENTRY = "dist/src/main.js"
+const CLI_ENTRY = "dist/src/cli/main.js"
+
 /**
  * `npm start` without npm: the built server (the suites' global setup, test/support/buildDist.ts,
  * compiles src/ into dist/ when it changed). Through tsx, whose loader resolves and loads every
@@ -50,7 +54,7 @@ export const TEST_NODE_FLAGS: ReadonlyArray<string> = ["--liftoff-only"]
  * against 130.
  */
 const spawnServer = (env: Record<string, string>) =>
-  spawn(process.execPath, [...TEST_NODE_FLAGS, "dist/src/main.js"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+  spawn(process.execPath, [...TEST_NODE_FLAGS, SERVER_ENTRY], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
 /** `npm start` itself: it builds (when needed) and runs the built JavaScript. */
 export const spawnNpmStart = (env: Record<string, string>) =>
@@ -58,7 +62,7 @@ export const spawnNpmStart = (env: Record<string, string>) =>
 
 /** `voltaic start`, built: the command-line tool's way to the same server. */
 export const spawnCliStart = (env: Record<string, string>) =>
-  spawn(process.execPath, [...TEST_NODE_FLAGS, "dist/src/cli/main.js", "start"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
+  spawn(process.execPath, [...TEST_NODE_FLAGS, CLI_ENTRY, "start"], { cwd: ROOT, env: baseEnv(env), stdio: ["ignore", "pipe", "pipe"] })
 
 const LISTENING = {
   port: /http listening on [^\s:]+:(\d+)/,
@@ -136,7 +140,7 @@ export const runServerToExit = (env: Record<string, string>, timeoutMs = 30_000)
 
 /** `npm run voltaic -- …args` without npm or tsx: the built command-line tool (the package's bin). */
 export const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-  spawn(process.execPath, [...TEST_NODE_FLAGS, "dist/src/cli/main.js", ...args], {
+  spawn(process.execPath, [...TEST_NODE_FLAGS, CLI_ENTRY, ...args], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: "info", ...env },
     stdio: ["ignore", "pipe", "pipe"]
