@@ -4,12 +4,13 @@ import { Activity, type DeviceActivity } from "../ingest/Activity.ts"
 import { touchDevices } from "../store/devices.ts"
 import { Sql } from "../store/Sql.ts"
 import { bucketOf, DeviceBucket, type Sign } from "./protocol.ts"
-import { Rules, watchesEvent } from "./rules.ts"
+import { offlineAfterMs, type OrganisationRules, Rules, watchesEvent } from "./rules.ts"
 
 /**
  * Committed signs of life on their way to the owners of their devices, wherever they run:
  * grouped by bucket, one `Seen` per bucket at a time and at most one per SPACING_MS, never
- * awaited by ingest.
+ * awaited by ingest. A bare sign of a device sent lately is a refresh, which waits up to
+ * REFRESH_MS and goes with whatever else its bucket sends meanwhile.
  *
  * - `Seen` is volatile: every sign it carries is already in `device_seen.last_seen_at` (an event
  *   or location sets it in its own commit; a session sign is stored here first), and a bucket
@@ -34,6 +35,17 @@ const MAX_EVENTS = 64
  * rules) up to 250 ms later.
  */
 const SPACING_MS = 250
+/**
+ * A bare sign of life (no event a rule looks at) for a device this process sent a sign for less
+ * than `refreshWindow` ago is a refresh: its owner holds the device online already and every such
+ * sign is in the device's row, which the owner reads before it declares the device offline. A
+ * refresh waits until the device's last send plus that window (REFRESH_MS, or a third of the
+ * organisation's shortest offline rule if less), not the bucket's SPACING_MS, so a device that
+ * keeps publishing costs its bucket a message per REFRESH_MS instead of one per spacing. A sign
+ * that may change something (a device not sent lately, whose owner may hold it offline; an event
+ * a rule looks at; rules not known here) is sent after SPACING_MS, as before.
+ */
+const REFRESH_MS = 5_000
 /** `Seen` messages on their way at once (one per bucket at most). */
 const SENDERS = 32
 /**
@@ -53,6 +65,12 @@ interface Pending {
   events: Array<{ readonly at: number; readonly event: SeenEvent }>
 }
 
+/** A bucket's signs waiting, and the latest time they may wait until (sender clock; -Infinity: as soon as the spacing allows). */
+interface Waiting {
+  readonly devices: Map<string, Pending>
+  due: number
+}
+
 export class SeenSender extends Context.Service<SeenSender, {
   /** Buckets with signs waiting or on their way, and session signs not stored yet: 0 once every owner handled what it was sent. */
   readonly pending: () => number
@@ -66,31 +84,58 @@ export const SeenSenderLive = Layer.effect(
     const bus = yield* Bus
     const rules = yield* Rules
     const client = yield* DeviceBucket.client
-    const pending = new Map<string, Map<string, Pending>>()
+    const pending = new Map<string, Waiting>()
     /** Buckets queued or being sent: what comes for them meanwhile waits in `pending`. */
     const busy = new Set<string>()
     const ready = yield* Queue.unbounded<string>()
     const clock = yield* Clock.Clock
     const lastSent = new Map<string, number>()
-    /** Buckets waiting for their spacing to pass. */
+    /** Per device, when a send carrying it last reached its owner (sender clock): kept for REFRESH_MS. */
+    const sentAt = new Map<string, number>()
+    /** Per organisation's rules (as held), how long a device's bare signs may wait after its last send. */
+    const windows = new WeakMap<OrganisationRules, number>()
+    /** Buckets waiting for their spacing, or their refresh, to come. */
     const deferred = new Set<string>()
     let dropped = 0
 
+    const refreshWindow = (organisationId: string) => {
+      const held = rules.get(organisationId)
+      if (held === undefined) return 0
+      let window = windows.get(held)
+      if (window === undefined) {
+        const shortest = offlineAfterMs(held.rules)
+        window = shortest === null ? REFRESH_MS : Math.min(REFRESH_MS, shortest / 3)
+        windows.set(held, window)
+      }
+      return window
+    }
+
+    /** When `bucket` may go: not before its spacing, and not before what waits in it is due. */
+    const sendAt = (bucket: string) => Math.max((lastSent.get(bucket) ?? -Infinity) + SPACING_MS, pending.get(bucket)?.due ?? -Infinity)
+
     const schedule = (bucket: string) => {
-      const sent = lastSent.get(bucket)
-      if (sent === undefined || clock.currentTimeMillisUnsafe() - sent >= SPACING_MS) Queue.offerUnsafe(ready, bucket)
-      else deferred.add(bucket)
+      if (clock.currentTimeMillisUnsafe() >= sendAt(bucket)) {
+        deferred.delete(bucket)
+        Queue.offerUnsafe(ready, bucket)
+      } else deferred.add(bucket)
     }
     yield* Effect.forkScoped(Effect.forever(Effect.delay(
       Effect.sync(() => {
         const now = clock.currentTimeMillisUnsafe()
         for (const bucket of deferred) {
-          if (now - (lastSent.get(bucket) ?? 0) < SPACING_MS) continue
+          if (now < sendAt(bucket)) continue
           deferred.delete(bucket)
           Queue.offerUnsafe(ready, bucket)
         }
       }),
       `${SPACING_MS / 4} millis`
+    )))
+    yield* Effect.forkScoped(Effect.forever(Effect.delay(
+      Effect.sync(() => {
+        const stale = clock.currentTimeMillisUnsafe() - REFRESH_MS
+        for (const [deviceId, at] of sentAt) if (at <= stale) sentAt.delete(deviceId)
+      }),
+      `${REFRESH_MS} millis`
     )))
 
     const fold = (devices: Map<string, Pending>, deviceId: string, organisationId: string, at: number, events: Pending["events"]) => {
@@ -108,20 +153,21 @@ export const SeenSenderLive = Layer.effect(
       }
     }
 
-    const queue = (bucket: string) => {
-      if (busy.has(bucket)) return
-      busy.add(bucket)
-      schedule(bucket)
-    }
-
     const add = (a: DeviceActivity) => {
       const bucket = bucketOf(a.deviceId)
-      let devices = pending.get(bucket)
-      if (devices === undefined) pending.set(bucket, (devices = new Map()))
+      let waiting = pending.get(bucket)
+      if (waiting === undefined) pending.set(bucket, (waiting = { devices: new Map(), due: Infinity }))
       const held = rules.get(a.organisationId)
       const event = a.event !== undefined && (held === undefined || watchesEvent(held.rules, a.event.name)) ? a.event : undefined
-      fold(devices, a.deviceId, a.organisationId, a.at, event === undefined ? [] : [{ at: a.at, event }])
-      queue(bucket)
+      fold(waiting.devices, a.deviceId, a.organisationId, a.at, event === undefined ? [] : [{ at: a.at, event }])
+      const sent = sentAt.get(a.deviceId)
+      const due = event === undefined && sent !== undefined ? sent + refreshWindow(a.organisationId) : -Infinity
+      const sooner = due < waiting.due
+      if (sooner) waiting.due = due
+      if (!busy.has(bucket)) {
+        busy.add(bucket)
+        schedule(bucket)
+      } else if (sooner && deferred.has(bucket)) schedule(bucket)
     }
 
     const signsOf = (devices: Map<string, Pending>) => {
@@ -138,20 +184,23 @@ export const SeenSenderLive = Layer.effect(
     }
 
     const send = Effect.fnUntraced(function*(bucket: string) {
-      const devices = pending.get(bucket)
+      const waiting = pending.get(bucket)
       pending.delete(bucket)
-      lastSent.set(bucket, clock.currentTimeMillisUnsafe())
-      if (devices !== undefined) {
+      const started = clock.currentTimeMillisUnsafe()
+      lastSent.set(bucket, started)
+      if (waiting !== undefined) {
+        const devices = waiting.devices
         const sent = yield* client(bucket).Seen({ signs: signsOf(devices) }).pipe(
           Effect.timeout(SEND_TIMEOUT),
           Effect.as(true),
           Effect.catchCause((cause) => Effect.as(Effect.logDebug(`seen: bucket ${bucket} not reached, retrying`, cause), false))
         )
-        if (!sent) {
-          // Put back before what came meanwhile, and tried again shortly.
+        if (sent) for (const deviceId of devices.keys()) sentAt.set(deviceId, started)
+        else {
+          // Put back before what came meanwhile, and tried again shortly (as soon as the spacing allows).
           const later = pending.get(bucket)
-          pending.set(bucket, devices)
-          if (later !== undefined) for (const [id, p] of later) fold(devices, id, p.organisationId, p.at, p.events)
+          pending.set(bucket, { devices, due: -Infinity })
+          if (later !== undefined) for (const [id, p] of later.devices) fold(devices, id, p.organisationId, p.at, p.events)
           yield* Effect.sleep(RETRY_AFTER)
         }
       }

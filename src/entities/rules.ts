@@ -39,11 +39,14 @@ export const TTL_MS = 30_000
 export const applies = (rule: Rule, place: Place) =>
   (rule.spaceId === null || rule.spaceId === place.spaceId) && (rule.productId === null || rule.productId === place.productId)
 
-/** The shortest `afterSeconds` of the offline rules that apply, in ms; null: no offline rule watches the device. */
-export const offlineAfterMs = (rules: ReadonlyArray<Rule>, place: Place): number | null => {
+/**
+ * The shortest `afterSeconds` of the offline rules that apply at `place` (without one: of them
+ * all), in ms; null: no offline rule watches the device.
+ */
+export const offlineAfterMs = (rules: ReadonlyArray<Rule>, place?: Place): number | null => {
   let least: number | null = null
   for (const rule of rules) {
-    if (rule.type !== "offline" || !applies(rule, place)) continue
+    if (rule.type !== "offline" || (place !== undefined && !applies(rule, place))) continue
     const ms = Number(rule.config.afterSeconds) * 1000
     if (Number.isFinite(ms) && (least === null || ms < least)) least = ms
   }

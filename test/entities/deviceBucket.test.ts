@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect } from "effect"
+import { Clock, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import { describe, expect, it } from "vitest"
 import { DeviceOwners } from "../../src/entities/DeviceOwners.ts"
@@ -286,5 +286,79 @@ describe.each(STORE_KINDS)("device buckets on a single runner (%s)", (kind) => {
       const owners = yield* DeviceOwners
       const answers = yield* owners.live([device, session, "dev_unknown"])
       expect([...answers.keys()].sort()).toEqual([device, session].sort())
+    })), 60_000)
+
+  it("a device's repeated bare signs reach its owner as refreshes, once per window; a watched event, and the first sign after a silence, go at once", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      // The shortest offline rule (30 s) allows a refresh window of SeenSender's REFRESH_MS (5 s).
+      yield* newRule(org, "offline", { afterSeconds: AFTER_S })
+      yield* newRule(org, "threshold", { eventName: "temperature", path: "celsius", max: 80 })
+      const [device] = yield* newDevices(org, 1)
+      const activity = yield* Activity
+      const sign = (at: number, event?: Sign["event"]) =>
+        Effect.andThen(
+          query("UPDATE device_seen SET last_seen_at = $2 WHERE device_id = $1", [device, at]),
+          Effect.sync(() => activity.publish({ organisationId: org, deviceId: device, at, event }))
+        )
+      const lastSeen = Effect.map(live(device), (l) => l?.lastSeenAt)
+      const reaches = (at: number) => eventuallyAdvancing(Effect.flatMap(lastSeen, (l) => (l === at ? Effect.void : Effect.fail(l))))
+
+      // Never sent: at once (the spacing is not even due).
+      const before = yield* Clock.currentTimeMillis
+      yield* sign(T0 + 1)
+      yield* reaches(T0 + 1)
+      const firstSent = yield* Clock.currentTimeMillis
+
+      // Sent lately, and nothing a rule looks at: it waits for the window, not the 250 ms spacing.
+      yield* advance("1 second")
+      yield* sign(T0 + 1_001)
+      yield* advance("2 seconds")
+      expect(yield* lastSeen).toBe(T0 + 1)
+      yield* reaches(T0 + 1_001)
+      const refreshed = yield* Clock.currentTimeMillis
+      expect(refreshed).toBeGreaterThanOrEqual(before + 5_000)
+      expect(refreshed).toBeLessThanOrEqual(firstSent + 5_500)
+
+      // An event a rule looks at goes at the spacing, though the device was sent just now.
+      yield* advance("300 millis")
+      const at = T0 + 7_000
+      yield* sign(at, { id: "evt_watched", name: "temperature", data: { celsius: 20 }, timestamp: at })
+      yield* reaches(at)
+      expect(yield* Clock.currentTimeMillis).toBeLessThanOrEqual(refreshed + 300 + 400)
+
+      // Silent for longer than the window: its next sign may bring news (online again), and goes at once.
+      yield* advance("6 seconds")
+      const back = yield* Clock.currentTimeMillis
+      yield* sign(T0 + 20_000)
+      yield* reaches(T0 + 20_000)
+      expect(yield* Clock.currentTimeMillis).toBeLessThanOrEqual(back + 400)
+    })), 60_000)
+
+  it("a short offline rule shortens the refresh window to a third of it", () =>
+    onTestClock(kind, Effect.gen(function*() {
+      const org = yield* organisationId
+      yield* newRule(org, "offline", { afterSeconds: 60 })
+      yield* newRule(org, "offline", { afterSeconds: 3 })
+      const [device] = yield* newDevices(org, 1)
+      const activity = yield* Activity
+      const sign = (at: number) =>
+        Effect.andThen(
+          query("UPDATE device_seen SET last_seen_at = $2 WHERE device_id = $1", [device, at]),
+          Effect.sync(() => activity.publish({ organisationId: org, deviceId: device, at }))
+        )
+      const reaches = (at: number) =>
+        eventuallyAdvancing(Effect.flatMap(live(device), (l) => (l?.lastSeenAt === at ? Effect.void : Effect.fail(l))))
+      const before = yield* Clock.currentTimeMillis
+      yield* sign(T0 + 1)
+      yield* reaches(T0 + 1)
+      const firstSent = yield* Clock.currentTimeMillis
+      yield* advance("300 millis")
+      yield* sign(T0 + 301)
+      yield* reaches(T0 + 301)
+      const refreshed = yield* Clock.currentTimeMillis
+      // The window is 1 s (3 s / 3), not 5 s; and it is a wait, not the 250 ms spacing.
+      expect(refreshed).toBeGreaterThanOrEqual(before + 1_000)
+      expect(refreshed).toBeLessThanOrEqual(firstSent + 1_500)
     })), 60_000)
 })
