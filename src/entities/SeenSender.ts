@@ -90,8 +90,13 @@ export const SeenSenderLive = Layer.effect(
     const ready = yield* Queue.unbounded<string>()
     const clock = yield* Clock.Clock
     const lastSent = new Map<string, number>()
-    /** Per device, when a send carrying it last reached its owner (sender clock): kept for REFRESH_MS. */
-    const sentAt = new Map<string, number>()
+    /**
+     * Per device, when a send carrying it last reached its owner (sender clock), in two
+     * generations swapped every REFRESH_MS: an entry is kept at least that long, and forgetting
+     * the older generation costs no pass over a fleet's worth of entries.
+     */
+    let sentAt = new Map<string, number>()
+    let sentBefore = new Map<string, number>()
     /** Per organisation's rules (as held), how long a device's bare signs may wait after its last send. */
     const windows = new WeakMap<OrganisationRules, number>()
     /** Buckets waiting for their spacing, or their refresh, to come. */
@@ -132,8 +137,8 @@ export const SeenSenderLive = Layer.effect(
     )))
     yield* Effect.forkScoped(Effect.forever(Effect.delay(
       Effect.sync(() => {
-        const stale = clock.currentTimeMillisUnsafe() - REFRESH_MS
-        for (const [deviceId, at] of sentAt) if (at <= stale) sentAt.delete(deviceId)
+        sentBefore = sentAt
+        sentAt = new Map()
       }),
       `${REFRESH_MS} millis`
     )))
@@ -160,7 +165,7 @@ export const SeenSenderLive = Layer.effect(
       const held = rules.get(a.organisationId)
       const event = a.event !== undefined && (held === undefined || watchesEvent(held.rules, a.event.name)) ? a.event : undefined
       fold(waiting.devices, a.deviceId, a.organisationId, a.at, event === undefined ? [] : [{ at: a.at, event }])
-      const sent = sentAt.get(a.deviceId)
+      const sent = sentAt.get(a.deviceId) ?? sentBefore.get(a.deviceId)
       const due = event === undefined && sent !== undefined ? sent + refreshWindow(a.organisationId) : -Infinity
       const sooner = due < waiting.due
       if (sooner) waiting.due = due
