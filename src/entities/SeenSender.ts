@@ -103,8 +103,8 @@ export const SeenSenderLive = Layer.effect(
     const deferred = new Set<string>()
     let dropped = 0
 
-    const refreshWindow = (organisationId: string) => {
-      const held = rules.get(organisationId)
+    /** For an organisation's rules as held here (`rules.get`); none held: 0, every sign goes at the spacing. */
+    const refreshWindow = (held: OrganisationRules | undefined) => {
       if (held === undefined) return 0
       let window = windows.get(held)
       if (window === undefined) {
@@ -166,7 +166,7 @@ export const SeenSenderLive = Layer.effect(
       const event = a.event !== undefined && (held === undefined || watchesEvent(held.rules, a.event.name)) ? a.event : undefined
       fold(waiting.devices, a.deviceId, a.organisationId, a.at, event === undefined ? [] : [{ at: a.at, event }])
       const sent = sentAt.get(a.deviceId) ?? sentBefore.get(a.deviceId)
-      const due = event === undefined && sent !== undefined ? sent + refreshWindow(a.organisationId) : -Infinity
+      const due = event === undefined && sent !== undefined ? sent + refreshWindow(held) : -Infinity
       const sooner = due < waiting.due
       if (sooner) waiting.due = due
       if (!busy.has(bucket)) {
