@@ -13,6 +13,12 @@
  * (`authorizePublish`, which aedes runs before both). No authentication, no device registry, no
  * parsing of the payload. It prints `durable aedes listening on <host>:<port>`. The stores'
  * modules are loaded only for a durable peer: the bare broker's memory is measured.
+ *
+ * With `PEER_HTTP=1` it also answers `POST /v1/commands/run` on node:http (bench:ingest's command
+ * case sent over REST): the body's `slug`, `device.id` and `data` become a publish on
+ * `devices/{id}/commands/{slug}/run`, forwarded by the broker and answered with 200 — on a durable
+ * peer only once its row (client `http`) committed in the same group commit as the publishes.
+ * No authentication, no command registry. The line it prints then ends `, http on <host>:<port>`.
  */
 import { Aedes, type AedesOptions } from "aedes"
 import { type AddressInfo, createServer } from "node:net"
@@ -60,7 +66,10 @@ const pgliteStore = async (dir: string): Promise<Store> => {
   }
 }
 
-const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizePublish; readonly close: () => Promise<void> }> => {
+/** A row written by the next group commit; `done` once it committed (or failed). */
+type Commit = (clientId: string, topic: string, payload: string, done: (error?: Error | null) => void) => void
+
+const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizePublish; readonly commit: Commit; readonly close: () => Promise<void> }> => {
   await sql.run(`CREATE TABLE IF NOT EXISTS peer_messages (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     client_id text NOT NULL,
@@ -86,16 +95,18 @@ const groupCommit = async (sql: Store): Promise<{ readonly authorize: AuthorizeP
     }
     writing = false
   }
+  const commit: Commit = (clientId, topic, payload, done) => {
+    queue.push({ clientId, topic, payload, done })
+    if (writing) return
+    // As Voltaic's writer: the batch starts once this turn of the event loop is over, so the
+    // rest of the socket read and other connections' publishes join it (PGlite, on this
+    // thread, would otherwise commit each first publish alone, synchronously).
+    writing = true
+    setImmediate(() => void write())
+  }
   return {
-    authorize: (client, packet, done) => {
-      queue.push({ clientId: client?.id ?? "", topic: packet.topic, payload: packet.payload.toString(), done })
-      if (writing) return
-      // As Voltaic's writer: the batch starts once this turn of the event loop is over, so the
-      // rest of the socket read and other connections' publishes join it (PGlite, on this
-      // thread, would otherwise commit each first publish alone, synchronously).
-      writing = true
-      setImmediate(() => void write())
-    },
+    authorize: (client, packet, done) => commit(client?.id ?? "", packet.topic, packet.payload.toString(), done),
+    commit,
     close: sql.close
   }
 }
@@ -113,12 +124,50 @@ const broker = await Aedes.createBroker(durable === undefined ? {} : { authorize
 broker.on("clientError", () => {})
 broker.on("connectionError", () => {})
 const server = createServer((socket) => broker.handle(socket))
+
+/** `PEER_HTTP`: a command run over REST becomes a publish on its run topic (after its commit, when durable). */
+const httpPeer = async () => {
+  const { createServer: createHttpServer } = await import("node:http")
+  const http = createHttpServer((req, res) => {
+    const answer = (status: number, body: string) => {
+      res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+      res.end(body)
+    }
+    if (req.method !== "POST" || req.url !== "/v1/commands/run") return void answer(404, "{\"error\":\"not found\"}")
+    const chunks: Array<Buffer> = []
+    req.on("data", (chunk: Buffer) => chunks.push(chunk))
+    req.on("end", () => {
+      let input: { readonly slug?: unknown; readonly device?: { readonly id?: unknown }; readonly data?: unknown }
+      try {
+        input = JSON.parse(Buffer.concat(chunks).toString("utf8"))
+      } catch {
+        return answer(400, "{\"error\":\"body: must be valid JSON\"}")
+      }
+      if (typeof input.slug !== "string" || typeof input.device?.id !== "string") return answer(400, "{\"error\":\"slug and device.id are required\"}")
+      const topic = `devices/${input.device.id}/commands/${input.slug}/run`
+      const run = JSON.stringify({ slug: input.slug, data: input.data ?? null, device: { id: input.device.id }, timestamp: Date.now() })
+      const forward = (error?: Error | null) => {
+        if (error) return answer(503, JSON.stringify({ error: error.message }))
+        broker.publish({ cmd: "publish", topic, payload: Buffer.from(run), qos: 1, retain: false, dup: false, messageId: 0 }, () => answer(200, run))
+      }
+      if (durable === undefined) forward()
+      else durable.commit("http", topic, run, forward)
+    })
+  })
+  await new Promise<void>((resolve) => http.listen(0, host, resolve))
+  return http
+}
+const http = process.env.PEER_HTTP === "1" ? await httpPeer() : undefined
+
 server.listen(0, host, () => {
   const { port } = server.address() as AddressInfo
-  console.log(`${durable === undefined ? "bare" : "durable"} aedes listening on ${host}:${port}`)
+  const httpPort = http === undefined ? undefined : (http.address() as AddressInfo).port
+  console.log(`${durable === undefined ? "bare" : "durable"} aedes listening on ${host}:${port}${httpPort === undefined ? "" : `, http on ${host}:${httpPort}`}`)
 })
 
 const stop = () => {
+  http?.close()
+  http?.closeAllConnections()
   server.close()
   broker.close(() => void (durable?.close() ?? Promise.resolve()).finally(() => process.exit(0)))
   setTimeout(() => process.exit(0), 3_000).unref()

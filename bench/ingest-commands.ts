@@ -7,6 +7,9 @@
  * - Voltaic: `POST /v1/commands/run` and the MQTT publish on `devices/{id}/commands/{slug}`, each on
  *   its own, with the application key. A run is stored before it is delivered (group commit).
  * - The peer: a bare broker forwarding the same publish (sent straight on the run topic).
+ * - Over REST, a peer of the same sender too (`http-forward`): the broker's process answering the
+ *   same `POST /v1/commands/run` with a publish on the run topic (bench/aedes-bare.ts, `PEER_HTTP`),
+ *   after its commit on a durable peer: what HTTP itself costs on this machine, beside Voltaic.
  *
  * Aim: p99 ≤ 10 ms and ≤ 3× the peer's p99 in the same run.
  */
@@ -33,12 +36,15 @@ import { medianOfText, peerInRound, ratiosText, roundOf, summarizeRounds } from 
 export const COMMAND_SLUG = "bench-ping"
 export const COMMAND_AIM = { p99Ms: 10, ofPeer: 3 }
 
-export type CommandVia = "http" | "mqtt" | "forward"
+export type CommandVia = "http" | "mqtt" | "forward" | "http-forward"
 const VIA_LABEL: Record<CommandVia, string> = {
   http: "POST /v1/commands/run",
   mqtt: "MQTT devices/{id}/commands/{slug}",
-  forward: "MQTT on the run topic (forwarded)"
+  forward: "MQTT on the run topic (forwarded)",
+  "http-forward": "POST /v1/commands/run (forwarded)"
 }
+/** The load's sender: a peer's REST runs are sent as Voltaic's are. */
+const senderOf = (via: CommandVia): "http" | "mqtt" | "forward" => (via === "http-forward" ? "http" : via)
 
 export interface CommandCase {
   readonly target: string
@@ -101,7 +107,7 @@ export const runCommandCase = async (options: {
   const close = onShutdown(() => stop(load))
   try {
     load.process.stdin!.end(JSON.stringify({
-      via: options.via,
+      via: senderOf(options.via),
       mqttUrl: options.mqttUrl,
       httpUrl: options.httpUrl,
       appKey: options.appKey,
@@ -181,6 +187,15 @@ const peerRuns = (cases: ReadonlyArray<CommandCase>) => {
 /** The durable peer's forwarded runs for a Voltaic target's, one per round; none when it did not run. */
 const durableRuns = (cases: ReadonlyArray<CommandCase>, target: string) => cases.filter((c) => c.ceiling && c.via === "forward" && c.target === durablePeerOf(target))
 
+/** The bare peer's REST runs (`http-forward`), one per round: the peer of Voltaic's REST runs by the same sender. */
+const httpPeerRuns = (cases: ReadonlyArray<CommandCase>) => {
+  const first = cases.find((c) => c.ceiling && c.via === "http-forward" && !isDurablePeer(c.target))
+  return first === undefined ? [] : cases.filter((c) => c.target === first.target && c.via === "http-forward")
+}
+/** The durable peer's REST runs for a Voltaic target's, one per round. */
+const durableHttpRuns = (cases: ReadonlyArray<CommandCase>, target: string) =>
+  cases.filter((c) => c.ceiling && c.via === "http-forward" && c.target === durablePeerOf(target))
+
 /** Runs of one target by one sender are rounds of one another. */
 const sameRun = (a: CommandCase, b: CommandCase) => a.target === b.target && a.via === b.via
 
@@ -193,12 +208,24 @@ const durableRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase) => {
   return durable === undefined ? "–" : `×${(c.p99 / durable.p99).toFixed(2)}`
 }
 
+/** "×1.23" for a Voltaic REST run against the REST peer's run of the same round (bare, or `durable` on its store); "–" otherwise. */
+const httpRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase, durable: boolean) => {
+  const peer = c.ceiling || c.via !== "http" ? undefined : inRound(cases, durable ? durableHttpRuns(cases, c.target) : httpPeerRuns(cases), c)
+  return peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`
+}
+
 export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
   const peers = peerRuns(cases)
   const durable = cases.some((c) => isDurablePeer(c.target))
+  const httpPeers = cases.some((c) => c.via === "http-forward")
   const rounds = cases.some((c) => roundOf(cases, c, sameRun) > 0)
   return {
-    columns: ["target", "sent by", ...(rounds ? ["round"] : []), "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms", `p99 vs ${peers[0]?.target ?? "peer"}`, ...(durable ? ["p99 vs aedes+store"] : []), "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS],
+    columns: [
+      "target", "sent by", ...(rounds ? ["round"] : []), "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms",
+      `p99 vs ${peers[0]?.target ?? "peer"}`, ...(durable ? ["p99 vs aedes+store"] : []),
+      ...(httpPeers ? ["REST p99 vs REST peer", ...(durable ? ["REST p99 vs REST aedes+store"] : [])] : []),
+      "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS
+    ],
     numericFrom: 2,
     rows: cases.map((c) => [
       c.ceiling ? c.target : `Voltaic/${c.target}`,
@@ -213,6 +240,7 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
       ms(c.max),
       c.ceiling || peers.length === 0 ? "–" : `×${(c.p99 / (inRound(cases, peers, c)?.p99 ?? Number.NaN)).toFixed(2)}`,
       ...(durable ? [durableRatio(cases, c)] : []),
+      ...(httpPeers ? [httpRatio(cases, c, false), ...(durable ? [httpRatio(cases, c, true)] : [])] : []),
       cores(c.cpu.server),
       cores(c.cpu.postgres),
       cores(c.cpu.loadgen),
@@ -239,10 +267,17 @@ export const commandVerdicts = (cases: ReadonlyArray<CommandCase>): Array<string
     const received = runs.reduce((n, c) => n + c.received, 0)
     const errors = runs.reduce((n, c) => n + c.errors, 0)
     const met = received === sent && errors === 0 && vsPeer.ours <= COMMAND_AIM.p99Ms && vsPeer.ratio <= COMMAND_AIM.ofPeer
+    // REST runs beside the same POST answered by the peers (not part of the aim: what HTTP costs here).
+    const restPeers = first.via !== "http" ? [] : [httpPeerRuns(cases), durableHttpRuns(cases, first.target)].filter((r) => r.length > 0)
+    const restText = restPeers.map((r) => {
+      const vs = summarizeRounds(p99s, r.map((c) => c.p99))
+      return `×${vs.ratio.toFixed(2)} ${r[0].target}'s ${ms(vs.theirs)} ms answering the same POST${r.length > 1 ? " (medians)" : ""}; `
+    }).join("")
     return `${first.target}, command runs sent by ${VIA_LABEL[first.via]} at ${first.rate.toLocaleString("en-US")}/s, p99 to the device ≤ ${COMMAND_AIM.p99Ms} ms and ≤ ${COMMAND_AIM.ofPeer}× the peer's: ` +
       `**${met ? "met" : "not met"}** (p99 ${ms(vsPeer.ours)} ms${medianOfText(p99s, ms)}` +
       `${peers.length === 0 ? ", no peer in this run" : `, ×${vsPeer.ratio.toFixed(2)} ${peers[0].target}'s ${ms(vsPeer.theirs)} ms${ratiosText(vsPeer.ratios)}`}; ` +
       `${durable.length === 0 ? "" : `×${vsDurable.ratio.toFixed(2)} ${durable[0].target}'s ${ms(vsDurable.theirs)} ms (the durable peer${durable.length > 1 ? "; medians" : ""}); `}` +
+      restText +
       `${received.toLocaleString("en-US")} of ${sent.toLocaleString("en-US")} delivered)`
   })
 }

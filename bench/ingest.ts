@@ -302,9 +302,11 @@ const startAedes = async (store?: "Postgres" | "PGlite"): Promise<Target> => {
   }
   // Registered before the broker so that it runs after the broker has stopped.
   const removeStore = onShutdown(cleanup)
-  const child = node(name, [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST, ...env, ...loopProbeEnv(name) })
+  // The command case over REST has a peer of its own: the same POST answered by the broker's process.
+  const peerHttp = settings.cases.includes("commands") && settings.commandVia.includes("http") ? { PEER_HTTP: "1" } : {}
+  const child = node(name, [...brokerFlags, "bench/aedes-bare.ts"], { ...process.env, HOST, ...env, ...peerHttp, ...loopProbeEnv(name) })
   const stopBroker = onShutdown(() => stop(child))
-  const [, port] = await child.waitForLine(/(?:bare|durable) aedes listening on [\d.]+:(\d+)/, 60_000)
+  const [, port, httpPort] = await child.waitForLine(/(?:bare|durable) aedes listening on [\d.]+:(\d+)(?:, http on [\d.]+:(\d+))?/, 60_000)
   return {
     name,
     ceiling: true,
@@ -312,7 +314,7 @@ const startAedes = async (store?: "Postgres" | "PGlite"): Promise<Target> => {
     mqttUrl: `mqtt://${HOST}:${port}`,
     ca: undefined,
     coap: undefined,
-    httpUrl: undefined,
+    httpUrl: httpPort === undefined ? undefined : `http://${HOST}:${httpPort}`,
     appKey: "",
     devices: fakeDevices(),
     database,
@@ -1259,7 +1261,7 @@ ${r.throughput.length > 0 ? markdownTable(throughputTable(r.throughput)) : "Not 
 
 ### Command runs to the device's subscription, ${int(settings.commandRate)} runs/s over ${int(settings.devices)} devices
 
-${r.commands.length > 0 ? `Each device on its own MQTT connection, subscribed to \`devices/{id}/commands/${COMMAND_SLUG}/run\`; latency from the send to the device's receipt (one process, one clock), over ${settings.durationSeconds} s after ${settings.warmupSeconds} s of warm-up. The peer forwards the same publish sent straight on the run topic.\n\n${markdownTable(commandTable(r.commands))}` : "Not measured."}
+${r.commands.length > 0 ? `Each device on its own MQTT connection, subscribed to \`devices/{id}/commands/${COMMAND_SLUG}/run\`; latency from the send to the device's receipt (one process, one clock), over ${settings.durationSeconds} s after ${settings.warmupSeconds} s of warm-up. The peer forwards the same publish sent straight on the run topic.${r.commands.some((c) => c.via === "http-forward") ? " \"POST /v1/commands/run (forwarded)\": the peers' own REST sender, the same POST answered in the broker's process (bench/aedes-bare.ts, \`PEER_HTTP\`) by a publish on the run topic, after its row's commit on a durable peer; \"REST p99 vs REST peer\" compares Voltaic's REST runs with it (not part of the aim: what HTTP itself costs here)." : ""}\n\n${markdownTable(commandTable(r.commands))}` : "Not measured."}
 
 ${r.failures.length > 0 ? `### Failures (the broker exited or the case failed; the next cases ran on a fresh server)\n\n${markdownTable(failureTable(r))}\n\n` : ""}${verdicts(r).map((v) => `- Aim ${v}.`).join("\n")}
 ${n.length > 0 ? `\n${n.map((x) => `- ${x}`).join("\n")}\n` : ""}`
@@ -1318,7 +1320,10 @@ const measureTarget = async (name: string, has: (c: (typeof CASES)[number]) => b
       console.log(`p50 ${c.p50.toFixed(1)} ms, p99 ${c.p99.toFixed(1)} ms${Number.isFinite(c.answerP99) ? ` (HTTP answer p50 ${c.answerP50.toFixed(1)}, p99 ${c.answerP99.toFixed(1)} ms)` : ""} (sent ${int(c.sent)}, delivered ${int(c.received)}${c.errors > 0 ? `, errors ${c.errors}: ${c.firstError}` : ""})`)
       results.commands.push(c)
     }
-    if (target.ceiling) cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
+    if (target.ceiling) {
+      cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
+      if (target.httpUrl !== undefined) cases.push({ label: "commands over REST (forwarded)", run: commandCase("http-forward") })
+    }
     else {
       // The commands are made once per server (a restarted one has a fresh store): a second case
       // would only meet 1,000 409s, and as many unique-key errors in Postgres's log.
