@@ -179,22 +179,17 @@ export const DURABLE_PEERS = ["aedes+Postgres", "aedes+PGlite"] as const
 export const durablePeerOf = (target: string): string => (target.startsWith("PGlite") ? "aedes+PGlite" : "aedes+Postgres")
 const isDurablePeer = (target: string) => (DURABLE_PEERS as ReadonlyArray<string>).includes(target)
 
-/** The peer's runs (the first ceiling's forwarded case, the durable peers apart): one per round. */
-const peerRuns = (cases: ReadonlyArray<CommandCase>) => {
-  const first = cases.find((c) => c.ceiling && c.via === "forward" && !isDurablePeer(c.target))
-  return first === undefined ? [] : cases.filter((c) => c.target === first.target && c.via === "forward")
+type PeerVia = "forward" | "http-forward"
+/** A peer's runs by one sender (the first ceiling's, the durable peers apart): one per round. */
+const bareRuns = (cases: ReadonlyArray<CommandCase>, via: PeerVia) => {
+  const first = cases.find((c) => c.ceiling && c.via === via && !isDurablePeer(c.target))
+  return first === undefined ? [] : cases.filter((c) => c.target === first.target && c.via === via)
 }
-/** The durable peer's forwarded runs for a Voltaic target's, one per round; none when it did not run. */
-const durableRuns = (cases: ReadonlyArray<CommandCase>, target: string) => cases.filter((c) => c.ceiling && c.via === "forward" && c.target === durablePeerOf(target))
-
-/** The bare peer's REST runs (`http-forward`), one per round: the peer of Voltaic's REST runs by the same sender. */
-const httpPeerRuns = (cases: ReadonlyArray<CommandCase>) => {
-  const first = cases.find((c) => c.ceiling && c.via === "http-forward" && !isDurablePeer(c.target))
-  return first === undefined ? [] : cases.filter((c) => c.target === first.target && c.via === "http-forward")
-}
-/** The durable peer's REST runs for a Voltaic target's, one per round. */
-const durableHttpRuns = (cases: ReadonlyArray<CommandCase>, target: string) =>
-  cases.filter((c) => c.ceiling && c.via === "http-forward" && c.target === durablePeerOf(target))
+/** The peer's runs: the publish forwarded on the run topic. */
+const peerRuns = (cases: ReadonlyArray<CommandCase>) => bareRuns(cases, "forward")
+/** The durable peer's runs by one sender for a Voltaic target's, one per round; none when it did not run. */
+const durableRuns = (cases: ReadonlyArray<CommandCase>, target: string, via: PeerVia = "forward") =>
+  cases.filter((c) => c.ceiling && c.via === via && c.target === durablePeerOf(target))
 
 /** Runs of one target by one sender are rounds of one another. */
 const sameRun = (a: CommandCase, b: CommandCase) => a.target === b.target && a.via === b.via
@@ -210,7 +205,7 @@ const durableRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase) => {
 
 /** "×1.23" for a Voltaic REST run against the REST peer's run of the same round (bare, or `durable` on its store); "–" otherwise. */
 const httpRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase, durable: boolean) => {
-  const peer = c.ceiling || c.via !== "http" ? undefined : inRound(cases, durable ? durableHttpRuns(cases, c.target) : httpPeerRuns(cases), c)
+  const peer = c.ceiling || c.via !== "http" ? undefined : inRound(cases, durable ? durableRuns(cases, c.target, "http-forward") : bareRuns(cases, "http-forward"), c)
   return peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`
 }
 
@@ -268,7 +263,7 @@ export const commandVerdicts = (cases: ReadonlyArray<CommandCase>): Array<string
     const errors = runs.reduce((n, c) => n + c.errors, 0)
     const met = received === sent && errors === 0 && vsPeer.ours <= COMMAND_AIM.p99Ms && vsPeer.ratio <= COMMAND_AIM.ofPeer
     // REST runs beside the same POST answered by the peers (not part of the aim: what HTTP costs here).
-    const restPeers = first.via !== "http" ? [] : [httpPeerRuns(cases), durableHttpRuns(cases, first.target)].filter((r) => r.length > 0)
+    const restPeers = first.via !== "http" ? [] : [bareRuns(cases, "http-forward"), durableRuns(cases, first.target, "http-forward")].filter((r) => r.length > 0)
     const restText = restPeers.map((r) => {
       const vs = summarizeRounds(p99s, r.map((c) => c.p99))
       return `×${vs.ratio.toFixed(2)} ${r[0].target}'s ${ms(vs.theirs)} ms answering the same POST${r.length > 1 ? " (medians)" : ""}; `
