@@ -1323,8 +1323,7 @@ const measureTarget = async (name: string, has: (c: (typeof CASES)[number]) => b
     if (target.ceiling) {
       cases.push({ label: "commands (forwarded)", run: commandCase("forward") })
       if (target.httpUrl !== undefined) cases.push({ label: "commands over REST (forwarded)", run: commandCase("http-forward") })
-    }
-    else {
+    } else {
       // The commands are made once per server (a restarted one has a fresh store): a second case
       // would only meet 1,000 409s, and as many unique-key errors in Postgres's log.
       const seeded = new WeakMap<Target, Promise<void>>()
