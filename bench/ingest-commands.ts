@@ -197,28 +197,23 @@ const sameRun = (a: CommandCase, b: CommandCase) => a.target === b.target && a.v
 /** A run's peer: the peer's run of the same round, or its only one. */
 const inRound = (cases: ReadonlyArray<CommandCase>, runs: ReadonlyArray<CommandCase>, c: CommandCase) => peerInRound(runs, roundOf(cases, c, sameRun))
 
-/** "×1.23" against the durable peer on the case's store (of the same round), "–" for a peer or when that one did not run. */
-const durableRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase) => {
-  const durable = c.ceiling ? undefined : inRound(cases, durableRuns(cases, c.target), c)
-  return durable === undefined ? "–" : `×${(c.p99 / durable.p99).toFixed(2)}`
-}
-
-/** "×1.23" for a Voltaic REST run against the REST peer's run of the same round (bare, or `durable` on its store); "–" otherwise. */
-const httpRatio = (cases: ReadonlyArray<CommandCase>, c: CommandCase, durable: boolean) => {
-  const peer = c.ceiling || c.via !== "http" ? undefined : inRound(cases, durable ? durableRuns(cases, c.target, "http-forward") : bareRuns(cases, "http-forward"), c)
+/** "×1.23": a Voltaic run's p99 over that of its peer's run (one of `runs`) of the same round; "–" for a peer or when none ran. */
+const ratioTo = (cases: ReadonlyArray<CommandCase>, c: CommandCase, runs: ReadonlyArray<CommandCase>) => {
+  const peer = c.ceiling ? undefined : inRound(cases, runs, c)
   return peer === undefined ? "–" : `×${(c.p99 / peer.p99).toFixed(2)}`
 }
 
 export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
   const peers = peerRuns(cases)
   const durable = cases.some((c) => isDurablePeer(c.target))
-  const httpPeers = cases.some((c) => c.via === "http-forward")
+  const httpPeers = bareRuns(cases, "http-forward")
+  const hasHttpPeers = cases.some((c) => c.via === "http-forward")
   const rounds = cases.some((c) => roundOf(cases, c, sameRun) > 0)
   return {
     columns: [
       "target", "sent by", ...(rounds ? ["round"] : []), "runs/s", "sent", "delivered", "errors", "p50 ms", "p99 ms", "max ms",
       `p99 vs ${peers[0]?.target ?? "peer"}`, ...(durable ? ["p99 vs aedes+store"] : []),
-      ...(httpPeers ? ["REST p99 vs REST peer", ...(durable ? ["REST p99 vs REST aedes+store"] : [])] : []),
+      ...(hasHttpPeers ? ["REST p99 vs REST peer", ...(durable ? ["REST p99 vs REST aedes+store"] : [])] : []),
       "server CPU", "Postgres CPU", "loadgen CPU", "machine CPU", ...STALL_COLUMNS
     ],
     numericFrom: 2,
@@ -233,9 +228,12 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
       ms(c.p50),
       ms(c.p99),
       ms(c.max),
-      c.ceiling || peers.length === 0 ? "–" : `×${(c.p99 / (inRound(cases, peers, c)?.p99 ?? Number.NaN)).toFixed(2)}`,
-      ...(durable ? [durableRatio(cases, c)] : []),
-      ...(httpPeers ? [httpRatio(cases, c, false), ...(durable ? [httpRatio(cases, c, true)] : [])] : []),
+      ratioTo(cases, c, peers),
+      ...(durable ? [ratioTo(cases, c, durableRuns(cases, c.target))] : []),
+      // Only a REST run has the REST peers to be set beside.
+      ...(hasHttpPeers
+        ? [httpPeers, ...(durable ? [durableRuns(cases, c.target, "http-forward")] : [])].map((runs) => (c.via === "http" ? ratioTo(cases, c, runs) : "–"))
+        : []),
       cores(c.cpu.server),
       cores(c.cpu.postgres),
       cores(c.cpu.loadgen),

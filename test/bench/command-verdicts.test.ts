@@ -53,7 +53,7 @@ describe("bench:ingest's command verdicts with the REST peers", () => {
     const voltaicRest = rows.filter((r) => r[0] === "Voltaic/Postgres" && r[1] === "POST /v1/commands/run")
     expect(voltaicRest.map((r) => [r[bare], r[durable]])).toEqual([["×1.75", "×1.40"], ["×1.75", "×1.40"], ["×1.75", "×1.40"]])
     // Peers and MQTT runs have no REST ratio.
-    expect(rows.filter((r) => r !== undefined && !voltaicRest.includes(r)).every((r) => r[bare] === "–" && r[durable] === "–")).toBe(true)
+    expect(rows.filter((r) => !voltaicRest.includes(r)).every((r) => r[bare] === "–" && r[durable] === "–")).toBe(true)
     const [rest] = commandVerdicts(cases)
     expect(rest).toContain("×1.75 bare aedes's 6.0 ms answering the same POST (medians)")
   })
