@@ -1,4 +1,5 @@
 import { Cause, Console, Logger, References } from "effect"
+import { escapeControls, escapeControlsButLines, hasControls } from "./adapters/logLine.ts"
 
 /** A log call's parts: its text, and the fields of plain objects (and an Error's message) logged beside it. */
 const partsOf = (message: unknown) => {
@@ -26,26 +27,36 @@ export const jsonLogger = Logger.make<unknown, string>(({ cause, date, fiber, lo
   const line: Record<string, unknown> = { time: date.toISOString(), level: logLevel.toLowerCase(), message: text.join(" ") }
   Object.assign(line, fiber.getRef(References.CurrentLogAnnotations), fields)
   if (cause.reasons.length > 0) line.cause = Cause.pretty(cause)
-  return JSON.stringify(line, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value))
+  // JSON.stringify leaves C1 controls and U+2028 / U+2029 raw (inside strings, the only place
+  // they can be): escaped, the object is the same and stays on one line for any reader.
+  return escapeControls(JSON.stringify(line, (_key, value: unknown) => (typeof value === "bigint" ? value.toString() : value)))
 })
 
 const two = (n: number) => String(n).padStart(2, "0")
+
+/** A field's value in the text format: bare when it is one plain word, else as JSON (quoted, escaped). */
+const fieldText = (value: unknown): string =>
+  typeof value === "string" && /^[^\s"=]+$/.test(value) && !hasControls(value)
+    ? value
+    : escapeControls(JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)) ?? "undefined")
 
 /**
  * The text format: Effect's default line (`[12:00:00.000] INFO (#12): message`), with the
  * annotations and logged fields as ` key=value` on the same line (the default logger hands them
  * to `console.log` as an object, which prints over several lines once it has a few keys), and a
  * cause on the lines after. Warnings and errors go where the default logger sends them.
+ *
+ * The line is one line whatever a peer chose (an MQTT client id as an annotation, a key named in
+ * a refusal): control characters and the line separators are escaped in the message and fields
+ * (a field holding one is quoted), and in the cause all but its line feeds and tabs.
  */
 export const textLogger = Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
   const { text, fields } = partsOf(message)
   const all: Record<string, unknown> = { ...fiber.getRef(References.CurrentLogAnnotations), ...fields }
   const time = `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, "0")}`
-  let line = `[${time}] ${logLevel.toUpperCase()} (#${fiber.id}): ${text.join(" ")}`
-  for (const [key, value] of Object.entries(all)) {
-    line += ` ${key}=${typeof value === "string" && /^[^\s"=]+$/.test(value) ? value : JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v))}`
-  }
-  if (cause.reasons.length > 0) line += `\n${Cause.pretty(cause)}`
+  let line = `[${time}] ${logLevel.toUpperCase()} (#${fiber.id}): ${escapeControls(text.join(" "))}`
+  for (const [key, value] of Object.entries(all)) line += ` ${escapeControls(key)}=${fieldText(value)}`
+  if (cause.reasons.length > 0) line += `\n${escapeControlsButLines(Cause.pretty(cause))}`
   const console = fiber.getRef(Console.Console)
   if (fiber.getRef(Logger.LogToStderr)) console.error(line)
   else console.log(line)

@@ -159,12 +159,13 @@ describe("refusal log", () => {
   })
 
   it("escapes control characters a decoded path carries: one line per refusal, never two", async () => {
-    const res = await request("GET", "/v1/no%0Asuch%0D%0Ahttp GET /v1/x refused", { headers: withKey() })
+    // %E2%80%A8 and %E2%80%A9: U+2028 and U+2029, line ends to Node's readline.
+    const res = await request("GET", "/v1/no%0Asuch%0D%0Ahttp GET /v1/x refused%E2%80%A8a%E2%80%A9b", { headers: withKey() })
     expect(res.status).toBe(404)
     const [line, ...rest] = httpLines()
     expect(rest).toEqual([])
-    expect(line.message).not.toMatch(/[\r\n]/)
-    expect(line.message).toContain("/v1/no\\u000asuch\\u000d\\u000ahttp GET")
+    expect(line.message).not.toMatch(/[\r\n\u2028\u2029]/)
+    expect(line.message).toContain("/v1/no\\u000asuch\\u000d\\u000ahttp GET /v1/x refused\\u2028a\\u2029b")
   })
 
   it("logs a 404 outside the API (a browser's favicon) at debug only", async () => {

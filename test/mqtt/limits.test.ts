@@ -210,11 +210,14 @@ describe("MQTT limits in memory", () => {
 
   it("keeps what a peer chose (client id, topic) to one log line", async () => {
     const before = t.logs.length
-    const device = await t.connectInMemory({ username: s.device.key, clientId: "evil\nWARN forged" })
-    await device.publishAsync("devices/x\ny/events/z", "1", { qos: 1 })
+    // U+2028 and U+2029 end a line for Node's readline, as a newline does.
+    const device = await t.connectInMemory({ username: s.device.key, clientId: "evil\nWARN forged\u2028ERROR forged" })
+    await device.publishAsync("devices/x\ny\u2029w/events/z", "1", { qos: 1 })
     const lines = linesSince(before, /mqtt publish on/).map((l) => l.message)
-    expect(lines).toEqual([expect.stringContaining("on devices/x\\u000ay/events/z from client evil\\u000aWARN forged from memory refused")])
-    expect(lines[0]).not.toContain("\n")
+    expect(lines).toEqual([
+      expect.stringContaining("on devices/x\\u000ay\\u2029w/events/z from client evil\\u000aWARN forged\\u2028ERROR forged from memory refused")
+    ])
+    expect(lines[0]).not.toMatch(/[\n\u2028\u2029]/)
     await device.endAsync()
   })
 
