@@ -48,7 +48,8 @@ const fieldText = (value: unknown): string =>
  *
  * The line is one line whatever a peer chose (an MQTT client id as an annotation, a key named in
  * a refusal): control characters and the line separators are escaped in the message and fields
- * (a field holding one is quoted), and in the cause all but its line feeds and tabs.
+ * (a field holding one is quoted), and in the cause all but its line feeds and tabs, its lines
+ * indented.
  */
 export const textLogger = Logger.make<unknown, void>(({ cause, date, fiber, logLevel, message }) => {
   const { text, fields } = partsOf(message)
@@ -56,7 +57,9 @@ export const textLogger = Logger.make<unknown, void>(({ cause, date, fiber, logL
   const time = `${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}.${String(date.getMilliseconds()).padStart(3, "0")}`
   let line = `[${time}] ${logLevel.toUpperCase()} (#${fiber.id}): ${escapeControls(text.join(" "))}`
   for (const [key, value] of Object.entries(all)) line += ` ${escapeControls(key)}=${fieldText(value)}`
-  if (cause.reasons.length > 0) line += `\n${escapeControlsButLines(Cause.pretty(cause))}`
+  // Each of the cause's lines indented: a line that starts a log entry never starts with
+  // whitespace, so a line break in a failure's message cannot pass for an entry of its own.
+  if (cause.reasons.length > 0) line += `\n${escapeControlsButLines(Cause.pretty(cause)).replace(/^/gm, "  ")}`
   const console = fiber.getRef(Console.Console)
   if (fiber.getRef(Logger.LogToStderr)) console.error(line)
   else console.log(line)

@@ -72,14 +72,20 @@ describe("LOG_FORMAT", () => {
     expect(line).toMatch(/ key="k\\u2028v" plain=word$/)
   })
 
-  it("text: a failure's stack keeps its lines; a peer's line ends and controls in it are escaped", () => {
-    const lines = linesOf(textLogger, Effect.logError("http POST /v1/x failed", Cause.die(new Error(`boom\r\u2028ERROR forged ${EVIL}`))))
+  it("text: a failure's stack keeps its lines, indented; a peer's line ends and controls in it are escaped", () => {
+    const forged = `boom\r\u2028ERROR forged ${EVIL}\n[12:00:00.000] ERROR (#1): forged too`
+    const lines = linesOf(textLogger, Effect.logError("http POST /v1/x failed", Cause.die(new Error(forged))))
     expect(lines).toHaveLength(1)
     const [first, ...stack] = lines[0].split("\n")
-    expect(first).toMatch(/ERROR \(#\d+\): http POST \/v1\/x failed$/)
-    expect(stack.length).toBeGreaterThan(1)
+    expect(first).toMatch(/^\[[\d:.]+\] ERROR \(#\d+\): http POST \/v1\/x failed$/)
+    expect(stack.length).toBeGreaterThan(2)
     expect(stack[0]).toContain("Error: boom\\u000d\\u2028ERROR forged evil\\u001b[2J")
-    for (const l of stack) expect(l).not.toMatch(/[\r\u2028\u2029\u001b\u0085\u009b]/)
+    expect(stack[1]).toBe("  [12:00:00.000] ERROR (#1): forged too")
+    // Every line after the entry's first is indented: none passes for an entry of its own.
+    for (const l of stack) {
+      expect(l).toMatch(/^\s/)
+      expect(l).not.toMatch(/[\r\u2028\u2029\u001b\u0085\u009b]/)
+    }
   })
 
   it("json: what a peer chose stays on the line, and parses back to what it was", () => {
