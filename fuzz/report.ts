@@ -33,7 +33,9 @@ export const mustBeZero = (run: StoreRun): Array<readonly [string, number]> => {
     ["/health checks failed", run.healthFailures.length],
     ["HTTP 5xx (but 503)", run.tally.total("failed", "rest")],
     ["CoAP 5.xx (but 5.03, 5.05)", run.tally.total("failed", "coap")],
-    ["MQTT malformed answers", run.tally.total("failed", "mqtt")]
+    ["MQTT malformed answers", run.tally.total("failed", "mqtt")],
+    // An error line is a defect, and a line outside the logger a stack or a line an input broke in two.
+    ["server log lines that are errors or not the logger's", [...run.defects.values()].reduce((sum, d) => sum + d.count, 0)]
   ]
   if (run.findings === undefined) return [...rows, ["stored rows not checked (run aborted)", 1]]
   const f = run.findings

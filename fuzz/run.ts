@@ -3,7 +3,8 @@
  * with fast-check, sent to `src/main.ts` running as a child process, on Postgres (a fresh
  * database, dropped afterwards) and on PGlite (a temporary DATA_DIR). Prints progress, a
  * report per store, appends it to bench/RESULTS.md, and exits 1 if a figure that must be 0
- * is not (a death, a server error, a row stored from a refused input).
+ * is not (a death, a server error, a row stored from a refused input, an error line in the server's
+ * log or a line its logger did not write).
  *
  * Settings (environment, or `--name=value` flags with the FUZZ_ prefix dropped and lower-cased,
  * e.g. `npm run fuzz -- --inputs=20000 --stores=pglite`): FUZZ_INPUTS (per store, default
