@@ -249,6 +249,7 @@ export const commandTable = (cases: ReadonlyArray<CommandCase>) => {
  */
 export const commandVerdicts = (cases: ReadonlyArray<CommandCase>): Array<string> => {
   const peers = peerRuns(cases)
+  const restPeers = bareRuns(cases, "http-forward")
   const firsts = cases.filter((c) => !c.ceiling && roundOf(cases, c, sameRun) === 0)
   return firsts.map((first) => {
     const runs = cases.filter((c) => sameRun(c, first))
@@ -261,8 +262,8 @@ export const commandVerdicts = (cases: ReadonlyArray<CommandCase>): Array<string
     const errors = runs.reduce((n, c) => n + c.errors, 0)
     const met = received === sent && errors === 0 && vsPeer.ours <= COMMAND_AIM.p99Ms && vsPeer.ratio <= COMMAND_AIM.ofPeer
     // REST runs beside the same POST answered by the peers (not part of the aim: what HTTP costs here).
-    const restPeers = first.via !== "http" ? [] : [bareRuns(cases, "http-forward"), durableRuns(cases, first.target, "http-forward")].filter((r) => r.length > 0)
-    const restText = restPeers.map((r) => {
+    const restRuns = first.via !== "http" ? [] : [restPeers, durableRuns(cases, first.target, "http-forward")].filter((r) => r.length > 0)
+    const restText = restRuns.map((r) => {
       const vs = summarizeRounds(p99s, r.map((c) => c.p99))
       return `×${vs.ratio.toFixed(2)} ${r[0].target}'s ${ms(vs.theirs)} ms answering the same POST${r.length > 1 ? " (medians)" : ""}; `
     }).join("")

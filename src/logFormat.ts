@@ -1,5 +1,5 @@
 import { Cause, Console, Logger, References } from "effect"
-import { escapeControls, escapeControlsButLines, hasControls } from "./adapters/logLine.ts"
+import { escapeControls, escapeControlsButLines } from "./adapters/logLine.ts"
 
 /** A log call's parts: its text, and the fields of plain objects (and an Error's message) logged beside it. */
 const partsOf = (message: unknown) => {
@@ -34,9 +34,12 @@ export const jsonLogger = Logger.make<unknown, string>(({ cause, date, fiber, lo
 
 const two = (n: number) => String(n).padStart(2, "0")
 
-/** A field's value in the text format: bare when it is one plain word, else as JSON (quoted, escaped). */
+/**
+ * A field's value in the text format: bare when it is one plain word (no whitespace, which takes in
+ * U+2028 / U+2029, no quote, `=` or control character), else as JSON (quoted, escaped).
+ */
 const fieldText = (value: unknown): string =>
-  typeof value === "string" && /^[^\s"=]+$/.test(value) && !hasControls(value)
+  typeof value === "string" && /^[^\s"=\p{Cc}]+$/u.test(value)
     ? value
     : escapeControls(JSON.stringify(value, (_k, v: unknown) => (typeof v === "bigint" ? v.toString() : v)) ?? "undefined")
 

@@ -8,7 +8,6 @@ export const MAX_LOG_LINE = 2000
  * take as line ends.
  */
 const CONTROLS = /[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g
-const ANY_CONTROL = new RegExp(CONTROLS.source)
 /** As CONTROLS, but a line feed and a tab are left: a failure's stack spans lines. */
 const CONTROLS_BUT_LINES = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u2028\u2029]/g
 
@@ -19,9 +18,6 @@ export const escapeControls = (text: string): string => text.replace(CONTROLS, e
 
 /** `text` with CONTROLS but line feeds and tabs written as `\uXXXX`: for a block of lines (a stack). */
 export const escapeControlsButLines = (text: string): string => text.replace(CONTROLS_BUT_LINES, escape)
-
-/** Whether `text` holds anything `escapeControls` would escape. */
-export const hasControls = (text: string): boolean => ANY_CONTROL.test(text)
 
 /**
  * A log line that stays one line whatever a peer put in it (an HTTP path is percent-decoded,
