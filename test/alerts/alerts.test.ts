@@ -50,6 +50,37 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     expect(template.body.error.field).toBe("webhookUrl")
   })
 
+  it("checks an update against the stored rule's type and the stored template, and changes nothing when it refuses", async () => {
+    const rule = (await call("POST", "/alertRules", { name: "hot", type: "threshold", severity: "high", config: { eventName: "t", max: 80 } })).body
+    const offlineShaped = await call("PUT", `/alertRules/${rule.id}`, { config: { afterSeconds: 5 } })
+    expect(offlineShaped.status).toBe(400)
+    expect(offlineShaped.body.error.field).toBe("config.eventName")
+    const noBound = await call("PUT", `/alertRules/${rule.id}`, { name: "renamed", config: { eventName: "t" } })
+    expect(noBound.status).toBe(400)
+    expect(noBound.body.error.field).toBe("config.min")
+    expect((await call("GET", `/alertRules/${rule.id}`)).body).toMatchObject({ name: "hot", config: { eventName: "t", max: 80 } })
+    // A key another type's config would take is not what decides: the rule's own type is.
+    const changed = await call("PUT", `/alertRules/${rule.id}`, { config: { eventName: "t", min: 5, afterSeconds: 3 } })
+    expect(changed.status).toBe(200)
+    expect(changed.body.config).toEqual({ eventName: "t", min: 5 })
+    const offline = (await call("POST", "/alertRules", { name: "gone", type: "offline", severity: "low", config: { afterSeconds: 60 } })).body
+    expect((await call("PUT", `/alertRules/${offline.id}`, { config: { eventName: "t", max: 1 } })).body.error.field).toBe("config.afterSeconds")
+    expect((await call("PUT", `/alertRules/${offline.id}`, { config: { afterSeconds: 30 } })).body.config).toEqual({ afterSeconds: 30 })
+    expect((await call("PUT", "/alertRules/rul_missing", { config: { afterSeconds: 30 } })).status).toBe(404)
+
+    const email = (await call("POST", "/notificationTemplates", { type: "email", title: "t" })).body
+    const toWebhook = await call("PUT", `/notificationTemplates/${email.id}`, { type: "webhook" })
+    expect(toWebhook.status).toBe(400)
+    expect(toWebhook.body.error.field).toBe("webhookUrl")
+    expect((await call("GET", `/notificationTemplates/${email.id}`)).body.type).toBe("email")
+    const webhook = (await call("PUT", `/notificationTemplates/${email.id}`, { type: "webhook", webhookUrl: "http://example.test/hook" })).body
+    expect(webhook).toMatchObject({ type: "webhook", webhookUrl: "http://example.test/hook" })
+    const cleared = await call("PUT", `/notificationTemplates/${email.id}`, { webhookUrl: null })
+    expect(cleared.status).toBe(400)
+    expect(cleared.body.error.field).toBe("webhookUrl")
+    expect((await call("PUT", `/notificationTemplates/${email.id}`, { type: "email", webhookUrl: null })).body).toMatchObject({ type: "email", webhookUrl: null })
+  })
+
   it("opens one alert per rule and device for a threshold breach, repeats it, and auto-resolves when back in range", async () => {
     const device = await newDevice("Boiler")
     const rule = (await call("POST", "/alertRules", {

@@ -3,11 +3,12 @@ import { Effect } from "effect"
 import { InvalidInput } from "../../../domain/errors.ts"
 import { alertJsonText, alertQuery, ruleQuery, rulesTable, templateQuery, templatesTable } from "../../../store/alerts.ts"
 import { getOne, listRows } from "../../../store/crud.ts"
-import { Sql } from "../../../store/Sql.ts"
+import { Sql, type SqlClient } from "../../../store/Sql.ts"
 import { spacesWithOpenAlerts } from "../../../entities/spaceReads.ts"
 import { resolveAlert } from "../../../entities/alertRequests.ts"
 import { DeviceOwners } from "../../../entities/DeviceOwners.ts"
 import { DeviceReads } from "../../../store/DeviceReads.ts"
+import { parseInput } from "../../validation.ts"
 import { booleanParam, idParams, listParams, refSchema } from "../params.ts"
 import { type Api, JsonText, listReply } from "../route.ts"
 import { registerResource } from "./resources.ts"
@@ -49,8 +50,48 @@ const updateRuleBody = z.object({
   product: ruleCommon.product,
   space: ruleCommon.space,
   notificationTemplate: ruleCommon.notificationTemplate,
-  config: z.union([offlineConfig, thresholdConfig, anomalyConfig]).optional()
+  // Checked against the stored rule's type (`ruleConfigFor`): the body does not carry it.
+  config: z.record(z.string(), z.unknown()).optional()
+    .openapi({ description: "The whole config for the rule's type: offline `afterSeconds`; threshold `eventName`, `path`, `min`, `max`; anomaly `eventName`, `path`, `window`, `zScore`." })
 })
+
+const configByType = { offline: offlineConfig, threshold: thresholdConfig, anomaly: anomalyConfig } as const
+const anyConfig = z.union([offlineConfig, thresholdConfig, anomalyConfig])
+
+/** An update's `config`, parsed by the type of the rule it changes (locked for the update). */
+const ruleConfigFor = (tx: SqlClient, organisationId: string, id: string, body: Record<string, unknown>) =>
+  body.config === undefined
+    ? Effect.succeed(body)
+    : Effect.flatMap(
+      tx.query<{ type: string }>("SELECT type FROM alert_rules WHERE id = $1 AND organisation_id = $2 FOR UPDATE", [id, organisationId]),
+      (rows) => {
+        const type = rows[0]?.type
+        // No such rule (the update answers 404): a config that fits no type is still refused first.
+        const schema = type !== undefined && type in configByType ? configByType[type as keyof typeof configByType] : anyConfig
+        const parsed = parseInput(z.object({ config: schema }), { config: body.config }, "body")
+        return parsed instanceof InvalidInput ? Effect.fail(parsed) : Effect.succeed({ ...body, config: parsed.config })
+      }
+    )
+
+/** A webhook template keeps a URL: the update's type and URL taken with the stored ones (locked for the update). */
+const templateUpdateFor = (tx: SqlClient, organisationId: string, id: string, body: Record<string, unknown>) =>
+  body.type === undefined && body.webhookUrl === undefined
+    ? Effect.succeed(body)
+    : Effect.flatMap(
+      tx.query<{ type: string; webhook_url: string | null }>(
+        "SELECT type, webhook_url FROM notification_templates WHERE id = $1 AND organisation_id = $2 FOR UPDATE",
+        [id, organisationId]
+      ),
+      (rows) => {
+        const stored = rows[0]
+        if (stored === undefined) return Effect.succeed(body)
+        const type = body.type ?? stored.type
+        const url = body.webhookUrl === undefined ? stored.webhook_url : body.webhookUrl
+        return type === "webhook" && url === null
+          ? Effect.fail(new InvalidInput({ field: "webhookUrl", message: "webhookUrl: is required for a webhook template" }))
+          : Effect.succeed(body)
+      }
+    )
 
 const ruleSchema = z.object({
   id: z.string(),
@@ -124,7 +165,8 @@ export const alertRoutes = (api: Api): void => {
     query: templateQuery,
     schema: templateSchema,
     createBody: createTemplateBody,
-    updateBody: updateTemplateBody
+    updateBody: updateTemplateBody,
+    prepareUpdate: templateUpdateFor
   })
 
   registerResource(api, {
@@ -136,6 +178,7 @@ export const alertRoutes = (api: Api): void => {
     schema: ruleSchema,
     createBody: createRuleBody,
     updateBody: updateRuleBody,
+    prepareUpdate: ruleConfigFor,
     filters: { "space.id": "space_id", "product.id": "product_id" },
     // A deleted rule takes its alerts along: the spaces' open-alert counts drop.
     spacesOf: (sql, organisationId, id) => spacesWithOpenAlerts(sql, organisationId, { ruleId: id }),

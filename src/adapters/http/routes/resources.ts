@@ -31,6 +31,18 @@ export interface ResourceSpec<T> {
     readonly response: z.ZodType
     readonly handler: (organisationId: string, body: Record<string, unknown>) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
   }
+  /**
+   * Checks an update against the stored row it changes and answers the body to write (an alert
+   * rule's `config` is read by the rule's type, which the body does not carry). It runs in the
+   * update's transaction, so it should read the row `FOR UPDATE`; a row it does not find is left
+   * to the update's own 404.
+   */
+  readonly prepareUpdate?: (
+    tx: SqlClient,
+    organisationId: string,
+    id: string,
+    body: Record<string, unknown>
+  ) => Effect.Effect<Record<string, unknown>, DomainError | SqlError>
   /** Runs after a delete (a deleted device's key must stop working at once). */
   readonly afterDelete?: Effect.Effect<void, never, HttpServices>
   /** Answers `GET {path}/{id}` instead of the store query (devices: a cached read). */
@@ -138,7 +150,12 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
     handle: function*({ principal, params, body }) {
       const sql = yield* Sql
       const before = yield* spacesOf(principal.organisationId, params.id)
-      yield* updateRow(sql, spec.table, principal.organisationId, params.id, body)
+      const prepare = spec.prepareUpdate
+      yield* prepare === undefined
+        ? updateRow(sql, spec.table, principal.organisationId, params.id, body)
+        : sql.transaction((tx) =>
+          Effect.flatMap(prepare(tx, principal.organisationId, params.id, body), (checked) => updateRow(tx, spec.table, principal.organisationId, params.id, checked))
+        )
       yield* devicesChanged(principal.organisationId)
       yield* reseedSpaces([...before, ...yield* spacesOf(principal.organisationId, params.id)])
       if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
