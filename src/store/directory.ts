@@ -119,6 +119,13 @@ export const addOrganisationUser = (
     const now = Date.now()
     const [existing] = yield* tx.query<{ id: string }>("SELECT id FROM users WHERE lower(email_address) = lower($1)", [input.emailAddress])
     let userId = existing?.id
+    // An account of another organisation joins as it is: its password is its own, and one given
+    // here would be ignored, leaving whoever set it with a login that does not work.
+    if (userId !== undefined && input.password !== undefined) {
+      return yield* new Conflict({
+        message: `emailAddress: ${input.emailAddress} already has an account, which keeps its own password; add it without a password`
+      })
+    }
     if (userId === undefined) {
       userId = newId("usr", now)
       const passwordHash = input.password === undefined ? null : yield* Effect.promise(() => hashPassword(input.password ?? ""))

@@ -156,6 +156,29 @@ describe.each(STORE_KINDS)("user management on %s", (kind) => {
     expect((await as(otherToken)("GET", `/teams/${team.id}`)).status).toBe(404)
   })
 
+  it("adds an account of another organisation as it is, and refuses to take a password for it", async () => {
+    const other = await t.call("POST", "/organisations", {
+      key: BOOTSTRAP_KEY,
+      body: { name: `Second ${kind}`, owner: { emailAddress: `second-${kind}@other.example`, fullName: "Sam Second", password: "second password" } }
+    })
+    expect(other.status).toBe(200)
+    const withPassword = await as(admin)("POST", "/organisations/users/", {
+      emailAddress: `second-${kind}@other.example`,
+      fullName: "Someone Else",
+      password: "a password of mine"
+    })
+    expect(withPassword.status).toBe(409)
+    expect(withPassword.body.error.message).toContain("add it without a password")
+    const emails = ((await as(admin)("GET", "/organisations/users?limit=200")).body as Array<{ emailAddress: string }>).map((u) => u.emailAddress)
+    expect(emails).not.toContain(`second-${kind}@other.example`)
+    // The account's own password still signs in, and the refused one does not.
+    expect((await signIn(t, `second-${kind}@other.example`, "a password of mine", other.body.apiKey.secretKey)).status).toBe(401)
+    const added = await as(admin)("POST", "/organisations/users/", { emailAddress: `second-${kind}@other.example`, fullName: "Someone Else" })
+    expect(added.status).toBe(200)
+    expect(added.body).toMatchObject({ emailAddress: `second-${kind}@other.example`, isAdmin: false })
+    expect((await signIn(t, `second-${kind}@other.example`, "second password")).status).toBe(200)
+  })
+
   it("adds and removes a space's alert recipients and shows them on the space", async () => {
     const call = as(admin)
     const user = (await call("POST", "/organisations/users/", { emailAddress: `alice-${kind}@example.com`, fullName: "Alice A" })).body

@@ -82,7 +82,8 @@ export const userRoutes = (api: Api): void => {
     aliases: ["/organisations/users"],
     tag: "User management",
     summary: "Create a user and add it to the organisation",
-    description: "An address already registered elsewhere is added as it is; one already in this organisation is 409.",
+    description: "An address already registered elsewhere is added as it is, with its own name and password: given a password, " +
+      "it is 409 (the password would not be used); one already in this organisation is 409.",
     access: "manage",
     body: z.object({
       emailAddress: z.email({ message: "must be an e-mail address" }).max(320),
