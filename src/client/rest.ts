@@ -221,7 +221,7 @@ export const createRestClient = (options: RestClientOptions) => {
         request<{ locations: Array<Location>; count: number }>("GET", "/locations", undefined, list(opts, { "device.id": deviceId }))
     },
     commands: {
-      create: (body: { name: string; slug?: string; device: Ref }) => request<Command>("POST", "/commands", body),
+      create: (body: { name: string; slug?: string; device: DeviceRef }) => request<Command>("POST", "/commands", body),
       get: (id: string) => request<Command>("GET", `/commands/${encodeURIComponent(id)}`),
       update: (id: string, body: { name?: string; slug?: string }) => request<Command>("PUT", `/commands/${encodeURIComponent(id)}`, body),
       delete: (id: string) => request<{ id: string; deleted: true }>("DELETE", `/commands/${encodeURIComponent(id)}`),

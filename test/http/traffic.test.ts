@@ -133,6 +133,22 @@ describe.each(STORE_KINDS)("events, locations and commands over REST on %s", (ki
     expect(renamed.body).toMatchObject({ name: "Restart", slug: "restart" })
     expect((await app("DELETE", `/commands/${cmd.body.id}`)).body).toEqual({ id: cmd.body.id, deleted: true })
   })
+
+  it("creates a command for a device named by its customId, and creates no device for an unknown one", async () => {
+    const space = (await app("POST", "/spaces", { name: "Pump house" })).body
+    const device = (await app("POST", "/devices", { name: "Pump", customId: "pump-3", space: { id: space.id } })).body
+    const cmd = await app("POST", "/commands", { name: "Prime", device: { customId: "pump-3" } })
+    expect(cmd.status).toBe(200)
+    expect(cmd.body).toMatchObject({ slug: "prime", device: { id: device.id } })
+    expect((await app("POST", "/commands", { name: "Flush", "device.customId": "pump-3", "device.id": device.id })).body.device.id).toBe(device.id)
+    const mismatch = await app("POST", "/commands", { name: "Drain", device: { id: deviceId, customId: "pump-3" } })
+    expect(mismatch.status).toBe(400)
+    expect(mismatch.body.error.field).toBe("device.customId")
+    const unknown = await app("POST", "/commands", { name: "Prime", device: { customId: "no-such-pump" } })
+    expect(unknown.status).toBe(404)
+    expect((await app("GET", "/devices?search=no-such-pump")).body).toEqual([])
+    expect((await app("POST", "/commands/run", { slug: "prime", device: { customId: "pump-3" } })).body).toMatchObject({ running: true, command: { id: cmd.body.id } })
+  })
 })
 
 describe.each(STORE_KINDS)("refusals of device traffic over REST on %s", (kind) => {

@@ -90,7 +90,7 @@ const REST_CASES: ReadonlyArray<RestCase> = [
   rest("POST", "/spaces", { name: "Plant", isPublic: "maybe" }, "isPublic", "isPublic: must be a boolean"),
   rest("POST", "/spaces", { name: "Plant", avatar: { url: 5 } }, "avatar.url", "avatar.url: must be a string"),
   rest("POST", "/commands", { name: "Reboot" }, "device", "device: is required"),
-  rest("POST", "/commands", { name: "Reboot", device: {} }, "device.id", "device.id: is required"),
+  rest("POST", "/commands", { name: "Reboot", device: {} }, "device", "device: name the device with device.id or device.customId"),
   rest("POST", "/commands", { name: "Reboot", slug: "Re Boot", device: DEVICE }, "slug", "slug: must be lower-case kebab-case"),
   rest("POST", "/commands/run", { slug: LONG, device: DEVICE }, "slug", "slug: must be at most 200 characters"),
   rest("POST", "/commands/run", { slug: "reboot", device: { id: [] } }, "device.id", "device.id: must be a string"),

@@ -9,7 +9,7 @@ import { readBody } from "../body.ts"
 import { idParams, listParams } from "../params.ts"
 import { type Api, listReply, validate } from "../route.ts"
 import { deletedSchema } from "../schemas.ts"
-import { deviceOfOrganisation, formData, isJson } from "./traffic.ts"
+import { deviceOfOrganisation, deviceOfRef, formData, isJson } from "./traffic.ts"
 
 const commandSchema = z.object({
   id: z.string(),
@@ -80,14 +80,16 @@ export const commandRoutes = (api: Api): void => {
     path: "/commands",
     tag: "Commands",
     summary: "Create a command for a device",
-    description: "`slug` defaults to the name in lower-case kebab form and is unique per device (409).",
+    description: "`slug` defaults to the name in lower-case kebab form and is unique per device (409). " +
+      "The device is named by `device.id` or `device.customId` (a device that exists: none is created).",
     access: "write",
-    body: z.object({ name: z.string().min(1).max(200), slug: slugSchema.optional(), device: deviceRefSchema.extend({ id: z.string().min(1).max(200) }) }),
+    body: z.object({ name: z.string().min(1).max(200), slug: slugSchema.optional(), device: deviceRefSchema }),
     response: commandSchema,
     handle: function*({ principal, body }) {
       const sql = yield* Sql
       const slug = body.slug ?? slugify(body.name)
-      const id = yield* insertRow(sql, commandsTable, principal.organisationId, { name: body.name, slug, device: { id: body.device.id } })
+      const deviceId = yield* deviceOfRef(principal, body.device)
+      const id = yield* insertRow(sql, commandsTable, principal.organisationId, { name: body.name, slug, device: { id: deviceId } })
       return yield* getOne(sql, commandQuery, principal.organisationId, id)
     }
   })
