@@ -195,3 +195,48 @@ export const parseInput = <S extends z.ZodType>(schema: S, value: unknown, root:
   const result = schema.safeParse(value, { error: inputErrorMap })
   return result.success ? result.data : firstIssue(result.error, root)
 }
+
+/** A number as JSON writes one. */
+const NUMBER_TEXT = /^-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?$/
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Blob)
+
+/**
+ * A form-encoded body's values as the schema takes them (API-DECISIONS "Wire format": bodies are
+ * also accepted form-encoded). A form carries only strings: where the schema wants a number or a
+ * boolean and the string reads as one (`60`, `-40`, `1.5`, `true`), it becomes one. Anything else
+ * is left as it came, for the schema to refuse naming the field; a union takes the first of its
+ * options the converted value satisfies, and a string one of them accepts stays a string.
+ */
+export const formValues = (schema: z.core.$ZodType, value: unknown): unknown => {
+  if (
+    schema instanceof z.ZodOptional || schema instanceof z.ZodNullable || schema instanceof z.ZodDefault ||
+    schema instanceof z.ZodPrefault || schema instanceof z.ZodReadonly || schema instanceof z.ZodCatch
+  ) {
+    return formValues(schema.unwrap(), value)
+  }
+  if (schema instanceof z.ZodPipe) return formValues(schema.in, value)
+  if (schema instanceof z.ZodUnion) {
+    const options: ReadonlyArray<z.core.$ZodType> = schema.options
+    if (typeof value === "string" && options.some((option) => z.safeParse(option, value).success)) return value
+    for (const option of options) {
+      const converted = formValues(option, value)
+      if (converted !== value && z.safeParse(option, converted).success) return converted
+    }
+    return value
+  }
+  if (typeof value === "string") {
+    if (schema instanceof z.ZodNumber && NUMBER_TEXT.test(value) && Number.isFinite(Number(value))) return Number(value)
+    if (schema instanceof z.ZodBoolean && (value === "true" || value === "false")) return value === "true"
+    return value
+  }
+  if (schema instanceof z.ZodObject && isRecord(value)) {
+    const shape: Record<string, z.core.$ZodType> = schema.shape
+    const out: Record<string, unknown> = {}
+    for (const [key, field] of Object.entries(value)) out[key] = Object.hasOwn(shape, key) ? formValues(shape[key], field) : field
+    return out
+  }
+  if (schema instanceof z.ZodArray && Array.isArray(value)) return value.map((item) => formValues(schema.element, item))
+  return value
+}

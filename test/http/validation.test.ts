@@ -171,6 +171,35 @@ describe("request bodies and unknown routes", () => {
     expect(res.body).toMatchObject({ name: "Pump", isMain: true, space: { id: space.body.id } })
   })
 
+  it("takes a form's numbers where the schema wants numbers, and still names a field that is not one", async () => {
+    const form = (method: string, path: string, fields: Record<string, string>) =>
+      t.call(method, path, {
+        key: BOOTSTRAP_KEY,
+        body: new URLSearchParams(fields).toString(),
+        headers: { "content-type": "application/x-www-form-urlencoded" }
+      })
+    const space = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: { name: "Form plant" } })
+    const device = await form("POST", "/devices", { name: "Meter", "space.id": space.body.id, "wifi.rssi": "-40", "wifi.macAddress": "00:11" })
+    expect(device.status).toBe(200)
+    expect(device.body.wifi).toEqual({ rssi: -40, macAddress: "00:11" })
+    const rule = await form("POST", "/alertRules", { name: "Quiet", type: "offline", severity: "low", "config.afterSeconds": "60", autoResolve: "true" })
+    expect(rule.status).toBe(200)
+    expect(rule.body).toMatchObject({ type: "offline", autoResolve: true, config: { afterSeconds: 60 } })
+    const threshold = await form("POST", "/alertRules", { name: "Hot", type: "threshold", severity: "high", "config.eventName": "t", "config.max": "80.5" })
+    expect(threshold.body.config).toEqual({ eventName: "t", max: 80.5 })
+    const updated = await form("PUT", `/alertRules/${rule.body.id}`, { "config.afterSeconds": "90" })
+    expect(updated.body.config).toEqual({ afterSeconds: 90 })
+
+    const notNumber = await form("POST", "/devices", { name: "Meter 2", "space.id": space.body.id, "wifi.rssi": "strong" })
+    expect(notNumber.status).toBe(400)
+    expect(notNumber.body.error.field).toBe("wifi.rssi")
+    const hex = await form("POST", "/alertRules", { name: "Quiet", type: "offline", severity: "low", "config.afterSeconds": "0x3c" })
+    expect(hex.body.error.field).toBe("config.afterSeconds")
+    // A string field keeps a value that reads as a number.
+    const named = await form("POST", "/devices", { name: "1234", "space.id": space.body.id, serialNumber: "007" })
+    expect(named.body).toMatchObject({ name: "1234", serialNumber: "007" })
+  })
+
   it("answers 415 for an unsupported content type", async () => {
     const res = await t.call("POST", "/spaces", { key: BOOTSTRAP_KEY, body: "<space/>", headers: { "content-type": "application/xml" } })
     expect(res.status).toBe(415)

@@ -38,6 +38,12 @@ export const expandDottedKeys = (value: unknown): unknown => {
 
 const mediaType = (c: Context): string => (c.req.header("content-type") ?? "").split(";")[0].trim().toLowerCase()
 
+/** A form-encoded or multipart body: its fields are strings (or files). */
+export const isForm = (c: Context): boolean => {
+  const type = mediaType(c)
+  return type === "application/x-www-form-urlencoded" || type === "multipart/form-data"
+}
+
 /** `@hono/node-server` hands each request its Node `IncomingMessage` as `c.env.incoming`. */
 const nodeIncoming = (env: unknown): Readable | undefined =>
   Predicate.isObject(env) && "incoming" in env && env.incoming instanceof Readable ? env.incoming : undefined

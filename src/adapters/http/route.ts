@@ -14,8 +14,8 @@ import type { Sharding } from "effect/cluster"
 import type { DeviceReads } from "../../store/DeviceReads.ts"
 import { screen } from "../../ingest/payload.ts"
 import { printable } from "../logLine.ts"
-import { parseInput } from "../validation.ts"
-import { readBody } from "./body.ts"
+import { formValues, parseInput } from "../validation.ts"
+import { isForm, readBody } from "./body.ts"
 import { sendError, sendStatus } from "./errors.ts"
 import { notePrincipal, requestAnnotations } from "./requestLog.ts"
 
@@ -160,7 +160,8 @@ export class Api {
       }
       const params = yield* validate(spec.params, yield* policy(c.req.param(), "path"), "path")
       const query = yield* validate(spec.query, yield* policy(c.req.query(), "query"), "query")
-      const body = needsBody ? yield* validate(spec.body, yield* readBody(c, spec.bodyLimit), "body") : undefined
+      const raw = needsBody ? yield* readBody(c, spec.bodyLimit) : undefined
+      const body = needsBody ? yield* validate(spec.body, spec.body !== undefined && isForm(c) ? formValues(spec.body, raw) : raw, "body") : undefined
       return yield* handler({
         principal: principal as Input<unknown, unknown, unknown, A>["principal"],
         params: params as z.output<P>,

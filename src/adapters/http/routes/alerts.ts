@@ -50,9 +50,10 @@ const updateRuleBody = z.object({
   product: ruleCommon.product,
   space: ruleCommon.space,
   notificationTemplate: ruleCommon.notificationTemplate,
-  // Checked against the stored rule's type (`ruleConfigFor`): the body does not carry it.
-  config: z.record(z.string(), z.unknown()).optional()
-    .openapi({ description: "The whole config for the rule's type: offline `afterSeconds`; threshold `eventName`, `path`, `min`, `max`; anomaly `eventName`, `path`, `window`, `zScore`." })
+  // The config of some type, every key kept: `ruleConfigFor` parses it by the stored rule's type,
+  // which the body does not carry (the first option that fits would strip another type's keys).
+  config: z.union([offlineConfig.loose(), thresholdConfig.loose(), anomalyConfig.loose()]).optional()
+    .openapi({ description: "The whole config for the rule's type." })
 })
 
 const configByType = { offline: offlineConfig, threshold: thresholdConfig, anomaly: anomalyConfig } as const
