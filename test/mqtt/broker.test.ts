@@ -161,6 +161,16 @@ describe.each(STORE_KINDS)("MQTT broker in memory on %s", (kind) => {
     await Promise.all([device.endAsync(), tenant.endAsync()])
   })
 
+  it("refuses a subscription to a deleted device's topics, as to an id never seen", async () => {
+    const space = (await t.call("POST", "/spaces", { body: { name: "Doomed" } })).body
+    const doomed = (await t.call("POST", "/devices", { body: { name: "Doomed", space: { id: space.id } } })).body
+    expect(await subscribe(app, `devices/${doomed.id}/events/+`)).toEqual([1])
+    expect((await t.call("DELETE", `/devices/${doomed.id}`)).status).toBe(200)
+    const later = await t.connectInMemory({ username: BOOTSTRAP_KEY })
+    expect(await subscribe(later, [`devices/${doomed.id}/events/+`, `devices/${s.device.id}/events/+`])).toEqual([128, 1])
+    await later.endAsync()
+  })
+
   it("never keeps a retained publish", async () => {
     const device = await asDevice()
     await device.publishAsync(`devices/${s.device.id}/events/retained`, "1", { qos: 1, retain: true })

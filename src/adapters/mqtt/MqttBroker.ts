@@ -192,7 +192,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
             while: (e) => e._tag === "Unavailable" && !client.closed
           })
 
-      const { authorizeSubscribe, authorizeForward } = makeSubscriptions({ sql, sessions, live, watchers, run, peer, defect })
+      const { authorizeSubscribe, authorizeForward, forgetOwners } = makeSubscriptions({ sql, sessions, live, watchers, run, peer, defect })
 
       const broker = yield* Effect.acquireRelease(
         Effect.promise(async () => {
@@ -261,6 +261,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
 
       const recheck = recheckSessions({ auth, live, sessions, peer })
       yield* auth.onCredentialsChanged(recheck)
+      yield* auth.onCredentialsChanged(Effect.sync(forgetOwners))
 
       return MqttBroker.of({
         handle: (connection, request) => {

@@ -90,5 +90,12 @@ export const makeSubscriptions = (deps: {
     return deviceId !== undefined && sessions.get(client)?.watched.has(deviceId) === true ? packet : null
   }
 
-  return { authorizeSubscribe, authorizeForward }
+  /**
+   * Forgets which organisation each device is of: run whenever credentials change (a deleted
+   * device's key ends with it), so that a deleted device's topics are refused again, as an id
+   * never seen is, rather than granted from memory.
+   */
+  const forgetOwners = () => owners.clear()
+
+  return { authorizeSubscribe, authorizeForward, forgetOwners }
 }
