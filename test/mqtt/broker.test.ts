@@ -1,4 +1,5 @@
 import type { MqttClient } from "mqtt"
+import mqttPacket, { type Packet } from "mqtt-packet"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MAX_REFUSALS } from "../../src/adapters/mqtt/MqttBroker.ts"
 import { ADMIN_EMAIL, ADMIN_PASSWORD, BOOTSTRAP_KEY } from "../support/app.ts"
@@ -197,6 +198,46 @@ describe.each(STORE_KINDS)("MQTT broker in memory on %s", (kind) => {
     expect([a.qos, b.qos]).toEqual([1, 1])
     expect((await events(s.device.id, "qos2")).count).toBe(1)
     await Promise.all([one.endAsync(), two.endAsync()])
+  })
+
+  it("stores a QoS 2 publish sent again before its PUBREL once, alone or in the same read as the first", async () => {
+    const [near, far] = duplexPair()
+    t.broker.handle(far)
+    const parser = mqttPacket.parser({ protocolVersion: 4 })
+    const answers: Array<Packet> = []
+    parser.on("packet", (packet) => answers.push(packet))
+    near.on("data", (chunk: Buffer) => parser.parse(chunk))
+    const bytes = (packet: Packet) => mqttPacket.generate(packet)
+    const answered = (what: string, done: () => boolean) =>
+      within(new Promise<void>((resolve) => {
+        const check = () => (done() ? resolve() : setTimeout(check, 5))
+        check()
+      }), what)
+    const count = (cmd: string, messageId: number) => answers.filter((a) => a.cmd === cmd && "messageId" in a && a.messageId === messageId).length
+    near.write(bytes({ cmd: "connect", protocolId: "MQTT", protocolVersion: 4, clean: true, clientId: "", keepalive: 60, username: s.device.key, password: Buffer.from(" ") }))
+    await answered("CONNACK", () => answers.some((a) => a.cmd === "connack"))
+    const publish = (messageId: number, dup: boolean, name: string): Packet => ({
+      cmd: "publish", qos: 2, dup, retain: false, messageId, topic: `devices/${s.device.id}/events/${name}`, payload: Buffer.from(JSON.stringify({ data: messageId }))
+    })
+    // Sent again after the first was answered with PUBREC.
+    near.write(bytes(publish(999, false, "q2-again")))
+    await answered("the first PUBREC", () => count("pubrec", 999) === 1)
+    near.write(bytes(publish(999, true, "q2-again")))
+    await answered("the second PUBREC", () => count("pubrec", 999) === 2)
+    near.write(bytes({ cmd: "pubrel", messageId: 999 }))
+    await answered("PUBCOMP", () => count("pubcomp", 999) === 1)
+    // Both in one read, the second before the first is stored.
+    near.write(Buffer.concat([bytes(publish(1000, false, "q2-together")), bytes(publish(1000, true, "q2-together"))]))
+    await answered("both PUBRECs", () => count("pubrec", 1000) === 2)
+    near.write(bytes({ cmd: "pubrel", messageId: 1000 }))
+    await answered("PUBCOMP", () => count("pubcomp", 1000) === 1)
+    expect((await events(s.device.id, "q2-again")).count).toBe(1)
+    expect((await events(s.device.id, "q2-together")).count).toBe(1)
+    // The id is free again after PUBCOMP: a new message under it is a new event.
+    near.write(bytes(publish(999, false, "q2-again")))
+    await answered("a third PUBREC", () => count("pubrec", 999) === 3)
+    expect((await events(s.device.id, "q2-again")).count).toBe(2)
+    near.destroy()
   })
 
   it("stores a device's will as its event when the connection drops, but not after its key is rotated", async () => {

@@ -145,12 +145,40 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         )
       }
 
+      /** Per connection, the QoS 2 publishes being stored now, by packet id. */
+      const storingQos2 = new WeakMap<Client, Set<number>>()
+
       const authorizePublish: NonNullable<AedesOptions["authorizePublish"]> = (client, packet, callback) => {
         const session = client === null ? undefined : sessions.get(client)
         // A will left by a session of an earlier process: nobody to act for. A publish whose
         // topic closed the connection (`guardConnection`, already logged) is not acted on.
         if (client === null || session === undefined) return callback(new AlreadyLogged("no session"))
         if (isDropped(packet)) return callback(new AlreadyLogged("closed"))
+        const id = packet.messageId
+        if (packet.qos !== 2 || id === undefined) return authorizeOnce(client, session, packet, callback)
+        // A QoS 2 PUBLISH sent again before its PUBREL is one message [MQTT-4.3.3-2]: aedes answers
+        // it with PUBREC again and publishes nothing (it holds the packet until PUBREL), and it is
+        // not stored again. One still being stored here is not in aedes's hands yet.
+        let storing = storingQos2.get(client)
+        if (storing === undefined) storingQos2.set(client, storing = new Set())
+        const held = storing
+        if (held.has(id)) return accept(packet, callback)
+        held.add(id)
+        // The store keeps incoming packets by client and packet id; the rest of the packet is not read.
+        persistence.incomingGetPacket(client, { ...packet, brokerId, brokerCounter: 0 }).then(
+          () => {
+            held.delete(id)
+            accept(packet, callback)
+          },
+          () =>
+            authorizeOnce(client, session, packet, (error) => {
+              held.delete(id)
+              callback(error)
+            })
+        )
+      }
+
+      const authorizeOnce = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => {
         const closeUnacknowledged = () => callback(new AlreadyLogged("defect"))
         const what = `publish on ${packet.topic}`
         let request: IngestRequest | InvalidInput
