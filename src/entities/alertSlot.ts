@@ -116,8 +116,9 @@ export interface Opening {
 export const newAlertId = () => newId("alt")
 
 /**
- * Opens alerts, one statement: those whose slot has an open alert already, or one seen as late as
- * the new one (the raise was applied before), are not inserted, and are missing from the answer;
+ * Opens alerts, one statement, each with the gateway its device is behind then: those whose slot
+ * has an open alert already, or one seen as late as the new one (the raise was applied before),
+ * are not inserted, and are missing from the answer;
  * so an opening planned on a slot that was never read (`AlertBucket`: a raise of a slot it does
  * not hold) is inserted only where the slot's rows allow it. The partial unique index
  * `alerts_one_open` turns away one opened concurrently.
@@ -127,9 +128,10 @@ const insertRows = perClient((sql: SqlClient) =>
     run: (openings: ReadonlyArray<Opening>) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.map(
     sql.query(
       `WITH a AS (
-         INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, event_id, event_name, event_data, event_timestamp, note,
+         INSERT INTO alerts (id, organisation_id, alert_rule_id, device_id, gateway_id, event_id, event_name, event_data, event_timestamp, note,
                              state, first_seen_at, last_seen_at, acknowledged_at, resolved_at, created_at, updated_at)
-         SELECT u.id, u.org, u.rule, u.device, u.event_id, u.event_name, u.event_data::jsonb, u.event_ts, u.note,
+         SELECT u.id, u.org, u.rule, u.device, (SELECT d.gateway_id FROM devices d WHERE d.id = u.device),
+                u.event_id, u.event_name, u.event_data::jsonb, u.event_ts, u.note,
                 u.state, u.first_seen, u.last_seen, u.ack, u.resolved, $15, $15
          FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int8[], $9::text[],
                      $10::text[], $11::int8[], $12::int8[], $13::int8[], $14::int8[])

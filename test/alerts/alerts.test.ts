@@ -126,6 +126,9 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
 
   it("acknowledges, then resolves, idempotently", async () => {
     const device = await newDevice("Pump")
+    // Behind a gateway: its alerts name it (the Alert's `gateway`).
+    const gateway = (await call("POST", "/gateways", { name: "Yard gateway" })).body
+    expect((await call("PUT", `/devices/${device.id}`, { gateway: { id: gateway.id } })).status).toBe(200)
     const rule = (await call("POST", "/alertRules", {
       name: "Pressure",
       type: "threshold",
@@ -134,6 +137,7 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     })).body
     await publish(device, "pressure", 0.2)
     const [alert] = await alertsOnce(`alertRule.id=${rule.id}`, (a) => a.length > 0, "the pressure alert")
+    expect(alert.gateway).toEqual({ id: gateway.id })
     const acked = await call("PUT", `/alerts/${alert.id}/resolve`, { acknowledgedAt: 1_800_000_000_000 })
     expect(acked.body).toMatchObject({ state: "acknowledged", acknowledgedAt: 1_800_000_000_000, resolvedAt: null })
     expect((await call("GET", `/alerts?unresolved=true&alertRule.id=${rule.id}`)).body).toHaveLength(1)
