@@ -1,4 +1,4 @@
-import { Context, Effect, Layer, Queue } from "effect"
+import { Cause, Context, Effect, Layer, Queue } from "effect"
 import { Notifier, reachesAnyone } from "../notify/Notifier.ts"
 import type { AlertJson } from "../store/alerts.ts"
 import { Bus } from "../bus/Bus.ts"
@@ -108,6 +108,13 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
 
       type Prepared = Effect.Success<ReturnType<typeof prepare>>[number]
 
+      /**
+       * A failure is logged; work interrupted and nothing else (a space's entity asked as the
+       * process stops) is not an error of this service's.
+       */
+      const logUnlessStopped = (what: string) => (cause: Cause.Cause<unknown>) =>
+        Cause.hasInterruptsOnly(cause) ? Effect.void : Effect.logError(what, cause)
+
       const send = Effect.fnUntraced(function*({ organisationId, alert, rule, template, recipients }: Prepared) {
         const outcomes = yield* notifier.notify({
           alert: { ...alert },
@@ -134,7 +141,7 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
           // Cached pages of alerts show `notifications`: they go, in every process.
           yield* bus.control({ type: "alerts.changed", organisationIds: [organisationId] })
         }
-      }, (effect) => effect.pipe(Effect.catchCause((cause) => Effect.logError("alert notification failed", cause))))
+      }, (effect) => effect.pipe(Effect.catchCause(logUnlessStopped("alert notification failed"))))
 
       const ready = yield* Queue.bounded<Prepared>(NOTIFY_CONCURRENCY)
       // One fiber reads for batches of what was opened; the senders take the notifications one by one.
@@ -142,7 +149,7 @@ export class AlertNotifications extends Context.Service<AlertNotifications, {
         Queue.takeBetween(notices, 1, BATCH).pipe(
           Effect.flatMap(prepare),
           Effect.flatMap((prepared) => Queue.offerAll(ready, prepared)),
-          Effect.catchCause((cause) => Effect.logError("alert notifications failed", cause))
+          Effect.catchCause(logUnlessStopped("alert notifications failed"))
         )
       ))
       for (let i = 0; i < NOTIFY_CONCURRENCY; i++) {
