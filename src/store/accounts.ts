@@ -177,12 +177,20 @@ export const signIn = (
   })
 
 /** Refresh grant: a live refresh token yields a new access token; the old pair is revoked. */
-export const refresh = Effect.fnUntraced(function*(sql: SqlClient, refreshToken: string): Effect.fn.Return<IssuedToken, Unauthorized | SqlError> {
+/**
+ * A new token for a refresh token of the organisation whose application key asks (the sign-in's
+ * rule): one of another organisation is unknown here, and stays unspent.
+ */
+export const refresh = Effect.fnUntraced(function*(
+  sql: SqlClient,
+  organisationId: string,
+  refreshToken: string
+): Effect.fn.Return<IssuedToken, Unauthorized | SqlError> {
   const rows = yield* sql.query(
     `UPDATE user_tokens SET revoked_at = $2
-     WHERE refresh_hash = $1 AND revoked_at IS NULL AND created_at > $3
+     WHERE refresh_hash = $1 AND revoked_at IS NULL AND created_at > $3 AND organisation_id = $4
      RETURNING user_id, organisation_user_id, organisation_id, scope`,
-    [hashSecret(refreshToken), Date.now(), Date.now() - REFRESH_TOKEN_TTL_MS]
+    [hashSecret(refreshToken), Date.now(), Date.now() - REFRESH_TOKEN_TTL_MS, organisationId]
   )
   if (rows.length === 0) return yield* new Unauthorized({ message: "refreshToken is unknown, expired or revoked" })
   return yield* issueToken(sql, rows[0], str(rows[0], "scope"))

@@ -101,6 +101,25 @@ describe("credentials", () => {
     expect((await t.call("GET", "/whoami", { key: token.body.accessToken })).status).toBe(401)
   })
 
+  it("refuses a refresh token under another organisation's application key, and leaves it unspent", async () => {
+    const other = await t.call("POST", "/organisations", {
+      key: BOOTSTRAP_KEY,
+      body: { name: "Refresh elsewhere", owner: { emailAddress: "refresh@other.example", fullName: "R", password: "other owner password" } }
+    })
+    const token = await signIn()
+    const elsewhere = await t.call("POST", "/auth/token", {
+      headers: { "x-app-key": other.body.apiKey.secretKey },
+      body: { grantType: "refresh_token", refreshToken: token.body.refreshToken }
+    })
+    expect(elsewhere.status).toBe(401)
+    expect((await t.call("GET", "/whoami", { key: token.body.accessToken })).status).toBe(200)
+    const here = await t.call("POST", "/auth/token", {
+      headers: { "x-app-key": BOOTSTRAP_KEY },
+      body: { grantType: "refresh_token", refreshToken: token.body.refreshToken }
+    })
+    expect(here.status).toBe(200)
+  })
+
   it("refuses a wrong password, an unknown user and a missing x-app-key with 401", async () => {
     expect((await signIn("wrong password")).status).toBe(401)
     const unknown = await t.call("POST", "/auth/token", {

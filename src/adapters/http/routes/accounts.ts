@@ -168,7 +168,7 @@ export const accountRoutes = (api: Api): void => {
       const grantType = body.grantType ?? "password"
       if (grantType === "refresh_token") {
         if (body.refreshToken === undefined) return yield* new InvalidInput({ field: "refreshToken", message: "refreshToken: is required" })
-        return new Reply(yield* refresh(sql, body.refreshToken), 200, DEPRECATED)
+        return new Reply(yield* refresh(sql, app.organisationId, body.refreshToken), 200, DEPRECATED)
       }
       if (body.username === undefined) return yield* new InvalidInput({ field: "username", message: "username: is required" })
       if (body.password === undefined) return yield* new InvalidInput({ field: "password", message: "password: is required" })
