@@ -150,7 +150,8 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
     id: "d.id",
     name: "d.name",
     customId: "d.custom_id",
-    lastSeenAt: LAST_SEEN
+    // A device never seen sorts as the least recently seen: last of `DESC` (the default), first of `ASC`.
+    lastSeenAt: `COALESCE(${LAST_SEEN}, -1)`
   }
 }
 

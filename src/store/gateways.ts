@@ -50,5 +50,5 @@ export const gatewayQuery: ResourceQuery<GatewayJson> = {
   base: "gateways g",
   alias: "g",
   map: toGateway,
-  order: { createdAt: "g.created_at", updatedAt: "g.updated_at", id: "g.id", name: "g.name", lastSeenAt: "g.last_seen_at" }
+  order: { createdAt: "g.created_at", updatedAt: "g.updated_at", id: "g.id", name: "g.name", lastSeenAt: "COALESCE(g.last_seen_at, -1)" }
 }

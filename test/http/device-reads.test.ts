@@ -164,6 +164,10 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
     const after = (await call("GET", path)).body
     expect(names(after)).toEqual(["x", "y"])
     expect(after[0].lastSeenAt).toBeGreaterThan(before[0].lastSeenAt)
+    // A device never seen is the least recently seen: last of DESC, first of ASC.
+    await call("POST", "/devices", { name: "never", space: { id: space.id } })
+    expect(names((await call("GET", path)).body)).toEqual(["x", "y", "never"])
+    expect(names((await call("GET", path.replace("sort=DESC", "sort=ASC"))).body)).toEqual(["never", "y", "x"])
   })
 
   it("answers a cached page's device from its row once it left its owner's memory", async () => {
