@@ -3,6 +3,8 @@ import { toProduct, type ProductJson } from "./products.ts"
 import { bool, nested, num, obj, optNum, optStr, str } from "./rows.ts"
 import type { Row, SqlClient } from "./Sql.ts"
 import { toSpace, type SpaceJson } from "./spaces.ts"
+import { eventQuery, locationQuery, toEvent, toLocation } from "./traffic.ts"
+import type { EventJson, LocationJson } from "../ingest/Ingest.ts"
 
 export const devicesTable: Table = {
   name: "devices",
@@ -45,8 +47,9 @@ export interface DeviceJson {
   place: { id: string } | null
   gateway: { id: string } | null
   organisation: { id: string; name: string }
-  events: Array<unknown>
-  location: unknown
+  /** The latest event, if any (`LATEST_EVENT`). */
+  events: Array<EventJson>
+  location: LocationJson | null
   state: Record<string, unknown> | null
   meta: Record<string, unknown> | null
   wifi: Record<string, unknown> | null
@@ -94,6 +97,8 @@ export const toDevice = (row: Row): DeviceRead => {
   const organisationName = str(row, "organisation_name")
   const space = nested(row, "space_row")
   const product = nested(row, "product_row")
+  const latestEvent = nested(row, "latest_event")
+  const latestLocation = nested(row, "latest_location")
   return {
     id: str(row, "id"),
     isMain: bool(row, "is_main"),
@@ -107,8 +112,8 @@ export const toDevice = (row: Row): DeviceRead => {
     place: ref(row, "place_id"),
     gateway: ref(row, "gateway_id"),
     organisation: { id: str(row, "organisation_id"), name: organisationName },
-    events: [],
-    location: null,
+    events: latestEvent === null ? [] : [toEvent(latestEvent)],
+    location: latestLocation === null ? null : toLocation(latestLocation),
     state: obj(row, "state"),
     meta: obj(row, "meta"),
     wifi: obj(row, "wifi"),
@@ -125,6 +130,18 @@ export const toDevice = (row: Row): DeviceRead => {
   }
 }
 
+/**
+ * A device's (alias `d`) latest event and latest location, as the Device of the interface embeds
+ * them (`events`: the latest event, or none; `location`: the latest location, or null), each read
+ * by its index on (device, timestamp) and answered as `GET /events` and `GET /locations` answer
+ * it. A device's cached read and pages go with every delivery of its events and locations
+ * (`DeviceReads`), so they stay current.
+ */
+const LATEST_EVENT = `(SELECT to_jsonb(x) FROM (SELECT ${eventQuery.select} FROM ${eventQuery.from}
+  WHERE e.device_id = d.id ORDER BY e.timestamp DESC, e.id DESC LIMIT 1) x)`
+const LATEST_LOCATION = `(SELECT to_jsonb(x) FROM (SELECT ${locationQuery.select} FROM ${locationQuery.from}
+  WHERE l.device_id = d.id ORDER BY l.timestamp DESC, l.id DESC LIMIT 1) x)`
+
 /** A device's (alias `d`) `lastSeenAt`, from its row of `device_seen` (migrations/0021). */
 export const LAST_SEEN = "(SELECT ds.last_seen_at FROM device_seen ds WHERE ds.device_id = d.id)"
 
@@ -139,7 +156,7 @@ export const deviceQuery: ResourceQuery<DeviceRead> = {
     (SELECT to_jsonb(s) FROM spaces s WHERE s.id = d.space_id) AS space_row,
     (SELECT to_jsonb(p) FROM products p WHERE p.id = d.product_id) AS product_row,
     (SELECT ${STORED_LIVE} FROM device_actors da WHERE da.device_id = d.id) AS stored,
-    ${LAST_SEEN} AS last_seen_at`,
+    ${LAST_SEEN} AS last_seen_at, ${LATEST_EVENT} AS latest_event, ${LATEST_LOCATION} AS latest_location`,
   from: "devices d",
   base: "devices d",
   alias: "d",

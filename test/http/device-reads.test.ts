@@ -170,6 +170,30 @@ describe.each(STORE_KINDS)("cached device reads on %s", (kind) => {
     expect(names((await call("GET", path.replace("sort=DESC", "sort=ASC"))).body)).toEqual(["never", "y", "x"])
   })
 
+  it("embeds the device's latest event and location, in its read, its page and /devices/me, at once as they change", async () => {
+    const space = (await call("POST", "/spaces", { name: "Latest" })).body
+    const device = (await call("POST", "/devices", { name: "tracker", space: { id: space.id } })).body
+    const path = `/devices?space.id=${space.id}`
+    const fresh = (await call("GET", `/devices/${device.id}`)).body
+    expect(fresh).toMatchObject({ events: [], location: null })
+    expect((await call("GET", path)).body[0]).toMatchObject({ events: [], location: null })
+    const first = (await call("POST", "/events", { name: "temp", data: { c: 20 }, timestamp: 1_800_000_000_000 }, device.secretKey)).body
+    // An older event (by its timestamp) is not the latest.
+    await call("POST", "/events", { name: "late", data: 1, timestamp: 1_700_000_000_000 }, device.secretKey)
+    const placed = (await call("POST", "/locations", { latitude: 51.5, longitude: -0.12 }, device.secretKey)).body
+    const read = (await call("GET", `/devices/${device.id}`)).body
+    expect(read.events).toEqual([(await call("GET", `/events/${first.id}`)).body])
+    expect(read.location).toEqual((await call("GET", `/locations/${placed.id}`)).body)
+    expect((await call("GET", path)).body[0]).toMatchObject({ events: read.events, location: read.location })
+    expect((await call("GET", "/devices/me", undefined, device.secretKey)).body).toMatchObject({ events: read.events, location: read.location })
+    const newer = (await call("POST", "/events", { name: "temp", data: { c: 21 }, timestamp: 1_800_000_000_500 }, device.secretKey)).body
+    const moved = (await call("POST", "/locations", { latitude: 48.85, longitude: 2.35, altitude: 35 }, device.secretKey)).body
+    const again = (await call("GET", `/devices/${device.id}`)).body
+    expect(again.events.map((e: { id: string }) => e.id)).toEqual([newer.id])
+    expect(again.location).toMatchObject({ id: moved.id, latitude: "48.85", longitude: "2.35", altitude: "35" })
+    expect((await call("GET", path)).body[0].location.id).toBe(moved.id)
+  })
+
   it("answers a cached page's device from its row once it left its owner's memory", async () => {
     const space = (await call("POST", "/spaces", { name: "Asleep" })).body
     const device = (await call("POST", "/devices", { name: "dozing", space: { id: space.id } })).body
