@@ -195,9 +195,11 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       yield* housekeeping(now)
     })
 
-    const rulesChanged = Effect.fnUntraced(function*(organisationId: string) {
+    const rulesChanged = Effect.fnUntraced(function*(organisationId: string, only: ReadonlyArray<string> | undefined) {
       const now = yield* Clock.currentTimeMillis
-      const hosted = [...host.devices.values()].filter((d) => d.place.organisationId === organisationId)
+      const hosted = [...host.devices.values()].filter((d) =>
+        d.place.organisationId === organisationId && (only === undefined || only.includes(d.id))
+      )
       if (hosted.length === 0) return
       yield* retried(rules.load([organisationId]), "reading rules")
       // Devices may have moved too (space, product): the rules that apply follow.
@@ -248,7 +250,7 @@ export const DeviceBucketLive = DeviceBucket.toLayer(
       Wake: ({ payload }) => wake(payload.at, false),
       Tick: ({ payload }) => wake(payload.at, true),
       GetDevices: ({ payload }) => Effect.sync(() => live(payload.deviceIds)),
-      RulesChanged: ({ payload }) => rulesChanged(payload.organisationId)
+      RulesChanged: ({ payload }) => rulesChanged(payload.organisationId, payload.deviceIds)
     })
   }),
   // Never idle out of memory: its devices' timers (and their passivation, `host.sweep`) are its own.

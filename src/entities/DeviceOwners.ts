@@ -27,6 +27,11 @@ export interface DeviceOwnersService {
   liveOf(devices: ReadonlyArray<LiveSource>): Effect.Effect<Array<{ readonly lastSeenAt: number | null; readonly live: LiveFields }>, SqlError>
   /** An organisation's alert rules were written: every process reconfigures its devices. */
   rulesChanged(organisationId: string): Effect.Effect<void>
+  /**
+   * A device moved (its space or product changed): its owner, wherever it is, takes the rules
+   * that apply at its new place (an offline rule there starts watching it, one it left stops).
+   */
+  deviceMoved(organisationId: string, deviceId: string): Effect.Effect<void>
 }
 
 /** A device as read from the store, as far as its live fields go. */
@@ -124,7 +129,13 @@ export class DeviceOwners extends Context.Service<DeviceOwners, DeviceOwnersServ
         liveOf,
         // Here at once (the bus may be NATS, at-most-once), and in every process through the notice.
         rulesChanged: (organisationId) =>
-          Effect.andThen(Effect.sync(() => reconfigure(organisationId)), bus.control({ type: "rules.changed", organisationId }))
+          Effect.andThen(Effect.sync(() => reconfigure(organisationId)), bus.control({ type: "rules.changed", organisationId })),
+        // Waited for, so the answer to the move comes after the owner took the device's new place.
+        deviceMoved: (organisationId, deviceId) =>
+          client(bucketOf(deviceId)).RulesChanged({ organisationId, deviceIds: [deviceId] }).pipe(
+            Effect.timeout(LIVE_TIMEOUT),
+            Effect.catchCause((cause) => Effect.logDebug(`device ${deviceId}: its owner not told of its move (it reads its place when it wakes)`, cause))
+          )
       })
     })
   )

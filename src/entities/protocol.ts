@@ -92,8 +92,14 @@ export const GetDevices = Rpc.make("GetDevices", {
   success: Schema.Array(DeviceLive)
 })
 
-/** The rules of an organisation changed: reconfigure its hosted devices. Volatile: a bucket reads rules when it activates. */
-export const RulesChanged = Rpc.make("RulesChanged", { payload: { organisationId: Schema.String } })
+/**
+ * The rules of an organisation changed: reconfigure its hosted devices; with `deviceIds`, only
+ * those moved (space, product) and the rules the same. Volatile: a bucket reads rules and places
+ * when it activates.
+ */
+export const RulesChanged = Rpc.make("RulesChanged", {
+  payload: { organisationId: Schema.String, deviceIds: Schema.optional(Schema.Array(Schema.String)) }
+})
 
 export const DeviceBucket = Entity.make("DeviceBucket", [Seen, Wake, Tick, GetDevices, RulesChanged])
 

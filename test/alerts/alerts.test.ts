@@ -124,6 +124,32 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     expect((await call("GET", "/alerts?space.id=spc_elsewhere")).body).toEqual([])
   })
 
+  it("a device moved to another space is judged by that space's rules at once", async () => {
+    const other = (await call("POST", "/spaces", { name: "Boiler room" })).body
+    const here = (await call("POST", "/alertRules", {
+      name: "Hot here", type: "threshold", severity: "high", space: { id: spaceId }, config: { eventName: "heat", max: 30 }
+    })).body
+    const there = (await call("POST", "/alertRules", {
+      name: "Hot there", type: "threshold", severity: "high", space: { id: other.id }, config: { eventName: "heat", max: 30 }
+    })).body
+    const device = await newDevice("Wanderer")
+    // In its owner's memory, with the rules of its first space.
+    await publish(device, "heat", 20)
+    await eventually(async () => {
+      const live = (await call("GET", `/devices/${device.id}`)).body.live
+      return live.state === "unknown" ? undefined : live
+    }, RAISED_MS, "the device's owner to hold it")
+    expect((await call("PUT", `/devices/${device.id}`, { space: { id: other.id } })).status).toBe(200)
+    await publish(device, "heat", 99)
+    const [alert] = await alertsOnce(`device.id=${device.id}`, (a) => a.length > 0, "the alert of the new space's rule")
+    expect(alert.alertRule.id).toBe(there.id)
+    // A sentinel later than the breach: the old space's rule had its chance and took none.
+    await publish(device, "heat", 98)
+    await alertOnce(alert.id, (a) => a.lastSeenAt > alert.lastSeenAt, "the repeat")
+    expect((await call("GET", `/alerts?device.id=${device.id}`)).body.map((a: { alertRule: { id: string } }) => a.alertRule.id)).toEqual([there.id])
+    expect((await call("GET", `/alerts?alertRule.id=${here.id}&device.id=${device.id}`)).body).toEqual([])
+  })
+
   it("acknowledges, then resolves, idempotently", async () => {
     const device = await newDevice("Pump")
     // Behind a gateway: its alerts name it (the Alert's `gateway`).

@@ -160,6 +160,9 @@ export const registryRoutes = (api: Api): void => {
         reads.page(organisationId, `devices ${key}`, { devices: (page) => page.items.map((d) => d.id), anySign: order === "lastSeenAt" }, load)
       ),
     present: withLive,
+    // Moved: its owner takes the rules of its new space or product (offline timers included).
+    afterUpdate: (organisationId, id, body) =>
+      body.space === undefined && body.product === undefined ? Effect.void : DeviceOwners.use((owners) => owners.deviceMoved(organisationId, id)),
     afterDelete: forgetDevice,
     // A device created, moved to another space or deleted takes its liveness and open alerts along.
     spacesOf: spacesOfDevice

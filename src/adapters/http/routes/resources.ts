@@ -43,6 +43,8 @@ export interface ResourceSpec<T> {
     id: string,
     body: Record<string, unknown>
   ) => Effect.Effect<Record<string, unknown>, DomainError | SqlError>
+  /** Runs after an update, with the row and the fields written (a device moved to another space or product). */
+  readonly afterUpdate?: (organisationId: string, id: string, body: Record<string, unknown>) => Effect.Effect<void, never, HttpServices>
   /** Runs after a delete (a deleted device's key must stop working at once). */
   readonly afterDelete?: Effect.Effect<void, never, HttpServices>
   /** Answers `GET {path}/{id}` instead of the store query (devices: a cached read). */
@@ -158,6 +160,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
         )
       yield* devicesChanged(principal.organisationId)
       yield* reseedSpaces([...before, ...yield* spacesOf(principal.organisationId, params.id)])
+      if (spec.afterUpdate !== undefined) yield* spec.afterUpdate(principal.organisationId, params.id, body)
       if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
       return yield* present(yield* getOne(sql, spec.query, principal.organisationId, params.id))
     }
