@@ -27,6 +27,11 @@ export type DeviceEvent =
   | { readonly type: "device.configured"; readonly offlineAfterMs: number | null; readonly at: number }
   /** After rehydration: restart the timer for what is left of it (timers survive restarts). */
   | { readonly type: "device.resumed"; readonly at: number }
+  /**
+   * Still offline at a longer offline rule's limit (`afterMs` after the last sign of life): its
+   * host keeps these deadlines, as only the shortest limit decides the device's liveness.
+   */
+  | { readonly type: "device.overdue"; readonly afterMs: number; readonly at: number }
   /** An event some anomaly rules watch: each rule's baseline is updated and judged. */
   | {
     readonly type: "device.measured"
@@ -37,7 +42,14 @@ export type DeviceEvent =
   }
 
 export type DeviceEmitted =
-  | { readonly type: "device.offline"; readonly deviceId: string; readonly lastSeenAt: number | null; readonly at: number }
+  /** Silent for `afterMs` (the shortest limit when it goes offline, a longer one when overdue); `at` = last sign + `afterMs`. */
+  | {
+    readonly type: "device.offline"
+    readonly deviceId: string
+    readonly lastSeenAt: number | null
+    readonly at: number
+    readonly afterMs: number
+  }
   | { readonly type: "device.online"; readonly deviceId: string; readonly at: number }
   | {
     readonly type: "device.anomaly"
@@ -75,8 +87,13 @@ export const deviceMachine = setup({
       type: "device.offline" as const,
       deviceId: context.deviceId,
       lastSeenAt: context.lastSeenAt,
-      at: (context.lastSeenAt ?? 0) + (context.offlineAfterMs ?? 0)
+      at: (context.lastSeenAt ?? 0) + (context.offlineAfterMs ?? 0),
+      afterMs: context.offlineAfterMs ?? 0
     })),
+    announceOverdue: emit(({ context, event }) => {
+      const afterMs = event.type === "device.overdue" ? event.afterMs : 0
+      return { type: "device.offline" as const, deviceId: context.deviceId, lastSeenAt: context.lastSeenAt, at: (context.lastSeenAt ?? 0) + afterMs, afterMs }
+    }),
     announceOnline: emit(({ context, event }) => ({ type: "device.online" as const, deviceId: context.deviceId, at: event.at })),
     measure: enqueueActions(({ context, event, enqueue }) => {
       if (event.type !== "device.measured") return
@@ -137,7 +154,8 @@ export const deviceMachine = setup({
     offline: {
       on: {
         "device.seen": { target: "routing", actions: ["recordSeen", "announceOnline"] },
-        "device.configured": { actions: "recordConfig" }
+        "device.configured": { actions: "recordConfig" },
+        "device.overdue": { actions: "announceOverdue" }
       }
     }
   }

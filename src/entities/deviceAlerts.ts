@@ -1,7 +1,7 @@
 import type { DeviceEmitted } from "../../actors/deviceMachine.ts"
 import { evaluateThreshold } from "../../actors/rules.ts"
 import type { AlertIntent as AlertMessage, SeenEvent } from "./protocol.ts"
-import { applies, type Place, type Rule } from "./rules.ts"
+import { applies, offlineLimitMs, type Place, type Rule } from "./rules.ts"
 
 /**
  * What a device's rules make of what its machine emitted and of the events it sent: alerts to
@@ -58,7 +58,10 @@ export const alertIntents = (push: (intent: AlertIntent) => void) => {
   }
 
   return {
-    /** The machine went offline or online (every offline rule that applies), or judged a value (its anomaly rule). */
+    /**
+     * The machine went offline at a limit (the offline rules of that limit that apply), or online
+     * (every offline rule that applies), or judged a value (its anomaly rule).
+     */
     emitted: (device: AlertingDevice, rules: ReadonlyArray<Rule>, e: DeviceEmitted, event: typeof SeenEvent.Type | undefined) => {
       if (e.type === "device.anomaly") {
         const rule = rules.find((r) => r.id === e.ruleId)
@@ -72,6 +75,8 @@ export const alertIntents = (push: (intent: AlertIntent) => void) => {
       for (const rule of rules) {
         if (rule.type !== "offline" || !applies(rule, device.place)) continue
         if (e.type === "device.offline") {
+          // Each offline rule at its own limit: the machine tells each limit as it passes.
+          if (offlineLimitMs(rule) !== e.afterMs) continue
           raise(device, rule, `offline@${e.at}`, e.at, `no sign of life since ${new Date(e.lastSeenAt ?? 0).toISOString()}`, null)
         } else clear(device, rule, `online@${e.at}`, e.at)
       }

@@ -4,8 +4,8 @@ import { countActivated, countPassivated } from "../metrics.ts"
 import { makeDeadlines } from "./deadlines.ts"
 import { alertIntents } from "./deviceAlerts.ts"
 import { makeDeviceSteps, type Raised } from "./deviceSteps.ts"
-import { type DeviceHost, type Effects, HostedDevice, livenessOf, type SeenEventValue, type Timer } from "./hostedDevice.ts"
-import { applies, offlineAfterMs, type OrganisationRules, type Rule } from "./rules.ts"
+import { type DeviceHost, type Effects, HostedDevice, livenessOf, OVERDUE, type SeenEventValue, type Timer } from "./hostedDevice.ts"
+import { applies, nextOfflineLimitMs, offlineAfterMs, type OrganisationRules, type Rule } from "./rules.ts"
 
 export { type Activation, type DeviceHost, type Effects, HostedDevice, type Liveness, livenessOf } from "./hostedDevice.ts"
 
@@ -45,13 +45,33 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
 
   const alerts = alertIntents((intent) => effects.alerts.push(intent))
 
+  /**
+   * Offline with a longer offline rule to come: a timer of the host's for its limit (the machine
+   * times only the shortest, which decides the device's liveness), fired into the machine as
+   * `device.overdue`, which tells that limit as `device.offline`.
+   */
+  const armOverdue = (device: HostedDevice) => {
+    const { lastSeenAt, offlineAfterMs } = device.snapshot.context
+    if (device.snapshot.value !== "offline" || device.timer !== undefined || lastSeenAt === null) return
+    const next = nextOfflineLimitMs(rulesFor(device), device.place, device.overdueMs ?? offlineAfterMs ?? 0)
+    if (next === null) return
+    const deadline = lastSeenAt + next
+    const overdue: DeviceEvent = { type: "device.overdue", afterMs: next, at: deadline }
+    const timer: Timer = { raised: { id: OVERDUE, event: overdue, delay: 0 }, device, deadline }
+    device.timer = timer
+    if (effects.wake === null || deadline < effects.wake) effects.wake = deadline
+    deadlines.add(timer)
+  }
+
   /** Whatever a step of the machine did: its emissions, its timer's deadline, its liveness. */
   const settle = (device: HostedDevice, at: number) => {
     for (const e of emitted.splice(0)) {
       if (e.type !== "device.anomaly") at = e.at
+      if (e.type === "device.offline") device.overdueMs = Math.max(device.overdueMs ?? 0, e.afterMs)
       alerts.emitted(device, rulesFor(device), e, currentEvent)
     }
     const snapshot = device.snapshot
+    if (snapshot.value !== "offline") device.overdueMs = null
     const timer = device.timer
     if (timer !== undefined && Number.isNaN(timer.deadline)) {
       // The machine counts what is left from `timerFrom`.
@@ -59,7 +79,8 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
       if (effects.wake === null || timer.deadline < effects.wake) effects.wake = timer.deadline
       deadlines.add(timer)
     }
-    device.wakeAt = timer === undefined ? null : timer.deadline
+    armOverdue(device)
+    device.wakeAt = device.timer === undefined ? null : device.timer.deadline
     if (device.wakeAt !== device.storedWakeAt) unsynced.add(device)
     const liveness = livenessOf(snapshot.value)
     if (liveness === device.planned) {
@@ -78,6 +99,8 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
   const step = (device: HostedDevice, event: DeviceEvent | Raised["event"]) => {
     const [next, done] = steps.step(device.snapshot, event)
     device.snapshot = next
+    // Back online (or no longer watched): the longer limits wait for the next silence.
+    if (device.timer?.raised.id === OVERDUE && next.value !== "offline") device.timer = undefined
     for (const effect of done) {
       if (effect.type === "emitted") emitted.push(effect.event)
       else if (effect.type === "raised") device.timer = { raised: effect.raised, device, deadline: Number.NaN }
@@ -103,7 +126,9 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
     if (held === undefined || held.version === device.rulesVersion) return
     device.rulesVersion = held.version
     const limit = offlineAfterMs(held.rules, device.place)
-    if (device.snapshot.context.offlineAfterMs === limit) return
+    // Offline: the longer limits are those of the rules as they are now.
+    if (device.timer?.raised.id === OVERDUE) device.timer = undefined
+    if (device.snapshot.context.offlineAfterMs === limit) return settle(device, now)
     catchUp(device)
     tell(device, { type: "device.configured", offlineAfterMs: limit, at: now }, now)
   }

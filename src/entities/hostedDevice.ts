@@ -29,7 +29,10 @@ export interface Effects {
   readonly liveness: Map<HostedDevice, { readonly liveness: Liveness; readonly at: number }>
 }
 
-/** The machine's offline timer: the event it raised, fired back into it at `deadline`. */
+/**
+ * The machine's offline timer: the event it raised, fired back into it at `deadline`; or, while
+ * offline, the host's own for a longer offline rule's limit (`raised.id` `OVERDUE`).
+ */
 export interface Timer {
   readonly raised: Raised
   readonly device: HostedDevice
@@ -38,6 +41,11 @@ export interface Timer {
 
 export class HostedDevice {
   timer: Timer | undefined = undefined
+  /**
+   * Offline: the longest limit told so far in this offline period (`device.offline`'s `afterMs`);
+   * the host's timer (`OVERDUE`) waits for the next longer offline rule's. Null otherwise.
+   */
+  overdueMs: number | null = null
   /** Newest sign of life not told to the machine yet. */
   noted: number | null = null
   rulesVersion = -1
@@ -116,3 +124,6 @@ export interface DeviceHost {
   /** The effects collected since the last drain. */
   drain(): Effects
 }
+
+/** The id of the host's timer for a longer offline rule's limit (the machine's own have others). */
+export const OVERDUE = "voltaic.overdue"

@@ -39,6 +39,9 @@ export const TTL_MS = 30_000
 export const applies = (rule: Rule, place: Place) =>
   (rule.spaceId === null || rule.spaceId === place.spaceId) && (rule.productId === null || rule.productId === place.productId)
 
+/** An offline rule's `afterSeconds` in ms (NaN for a rule without a finite one). */
+export const offlineLimitMs = (rule: Rule): number => Number(rule.config.afterSeconds) * 1000
+
 /**
  * The shortest `afterSeconds` of the offline rules that apply at `place` (without one: of them
  * all), in ms; null: no offline rule watches the device.
@@ -47,10 +50,21 @@ export const offlineAfterMs = (rules: ReadonlyArray<Rule>, place?: Place): numbe
   let least: number | null = null
   for (const rule of rules) {
     if (rule.type !== "offline" || (place !== undefined && !applies(rule, place))) continue
-    const ms = Number(rule.config.afterSeconds) * 1000
+    const ms = offlineLimitMs(rule)
     if (Number.isFinite(ms) && (least === null || ms < least)) least = ms
   }
   return least
+}
+
+/** The least limit of the offline rules that apply at `place` longer than `after` ms; null: none. */
+export const nextOfflineLimitMs = (rules: ReadonlyArray<Rule>, place: Place, after: number): number | null => {
+  let next: number | null = null
+  for (const rule of rules) {
+    if (rule.type !== "offline" || !applies(rule, place)) continue
+    const ms = offlineLimitMs(rule)
+    if (Number.isFinite(ms) && ms > after && (next === null || ms < next)) next = ms
+  }
+  return next
 }
 
 /** Whether a threshold or anomaly rule of these looks at events of this name (anywhere). */

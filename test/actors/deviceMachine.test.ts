@@ -20,7 +20,7 @@ describe("deviceMachine", () => {
     expect(actor.getSnapshot().value).toBe("online")
     clock.increment(1)
     expect(actor.getSnapshot().value).toBe("offline")
-    expect(emitted).toEqual([{ type: "device.offline", deviceId: "dev_1", lastSeenAt: 1_000, at: 61_000 }])
+    expect(emitted).toEqual([{ type: "device.offline", deviceId: "dev_1", lastSeenAt: 1_000, at: 61_000, afterMs: 60_000 }])
   })
 
   it("restarts the deadline on every sign of life", () => {
@@ -45,7 +45,7 @@ describe("deviceMachine", () => {
     expect(actor.getSnapshot().value).toBe("online")
     clock.increment(1)
     expect(actor.getSnapshot().value).toBe("offline")
-    expect(emitted).toEqual([{ type: "device.offline", deviceId: "dev_1", lastSeenAt: 6_000, at: 16_000 }])
+    expect(emitted).toEqual([{ type: "device.offline", deviceId: "dev_1", lastSeenAt: 6_000, at: 16_000, afterMs: 10_000 }])
   })
 
   it("comes back online when seen again and says so", () => {
@@ -87,7 +87,7 @@ describe("deviceMachine", () => {
     expect(second.actor.getSnapshot().value).toBe("online")
     clock.increment(1)
     expect(second.actor.getSnapshot().value).toBe("offline")
-    expect(second.emitted).toEqual([{ type: "device.offline", deviceId: "dev_1", lastSeenAt: 100_000, at: 130_000 }])
+    expect(second.emitted).toEqual([{ type: "device.offline", deviceId: "dev_1", lastSeenAt: 100_000, at: 130_000, afterMs: 30_000 }])
   })
 
   it("goes offline at once when resumed after its deadline passed during the outage", () => {

@@ -229,6 +229,30 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
   })
 
+  it("opens each offline rule's alert at its own limit, not at the shortest of them", async () => {
+    const yard = (await call("POST", "/spaces", { name: "Yard" })).body
+    const offline = (name: string, afterSeconds: number) =>
+      call("POST", "/alertRules", { name, type: "offline", severity: "low", autoResolve: true, space: { id: yard.id }, config: { afterSeconds } })
+    const soon = (await offline("Quiet a while", 1)).body
+    const later = (await offline("Quiet for long", 3)).body
+    const device = (await call("POST", "/devices", { name: "Yard light", space: { id: yard.id } })).body
+    const lastSeen = (await publish(device, "heartbeat", 1)).body.timestamp as number
+    // Its limit after the device's last sign, and a step of its owner's: a few seconds at most.
+    const opened = async (rule: { id: string }) =>
+      (await eventually(async () => {
+        const alerts = (await call("GET", `/alerts?alertRule.id=${rule.id}&device.id=${device.id}`)).body as Array<any>
+        return alerts.length > 0 ? alerts[0] : undefined
+      }, 10_000, `the alert of ${rule.id}`)).value
+    const first = await opened(soon)
+    expect(first.firstSeenAt).toBe(lastSeen + 1_000)
+    const second = await opened(later)
+    expect(second.firstSeenAt).toBe(lastSeen + 3_000)
+    await publish(device, "heartbeat", 2)
+    await alertOnce(second.id, (a) => a.state === "resolved", "the longer rule's alert resolved on return")
+    await alertOnce(first.id, (a) => a.state === "resolved", "the shorter rule's alert resolved on return")
+    for (const rule of [soon, later]) await call("PUT", `/alertRules/${rule.id}`, { enabled: false })
+  })
+
   it("lists each alert exactly as it reads alone, with its count", async () => {
     const product = (await call("POST", "/products", { name: "Listed meter" })).body
     const space = (await call("POST", "/spaces", { name: "Listed" })).body

@@ -114,6 +114,71 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     expect(back.liveness.get(device)).toEqual({ liveness: "online", at: T0 + 90_000 })
   })
 
+  it("two offline rules: each raises at its own limit, the longer one while the device stays offline, and both clear when it is back", () => {
+    const longer = rule("rul_off_long", "offline", { afterSeconds: (3 * AFTER) / 1000 }, { autoResolve: true })
+    const { host } = hostWith([offlineRule, longer])
+    const device = host.activate(fresh("dl"), T0)
+    host.seen(device, T0, undefined, T0)
+    expect(host.drain().wake).toBe(T0 + AFTER)
+    device.planned = device.reported = "online"
+
+    host.wake(T0 + AFTER)
+    const first = host.drain()
+    expect(first.alerts.map((a) => [a._tag, a.rule.id, a.key])).toEqual([["raise", "rul_off", `offline@${T0 + AFTER}`]])
+    // The longer rule's limit is the next deadline; the device is offline from the shorter one.
+    expect(first.wake).toBe(T0 + 3 * AFTER)
+    expect(host.live(device)).toMatchObject({ state: "offline", isOnline: false })
+    device.planned = device.reported = "offline"
+    host.wake(T0 + 2 * AFTER)
+    expect(host.drain().alerts).toEqual([])
+
+    host.wake(T0 + 3 * AFTER + 50)
+    const second = host.drain()
+    expect(second.alerts.map((a) => [a._tag, a.rule.id, a.key, a.at])).toEqual([["raise", "rul_off_long", `offline@${T0 + 3 * AFTER}`, T0 + 3 * AFTER]])
+    expect(second.liveness.size).toBe(0)
+    expect(host.nextDeadline()).toBeUndefined()
+
+    host.seen(device, T0 + 4 * AFTER, undefined, T0 + 4 * AFTER)
+    const back = host.drain()
+    expect(back.alerts.map((a) => [a._tag, a.rule.id])).toEqual([["clear", "rul_off"], ["clear", "rul_off_long"]])
+    expect(back.wake).toBe(T0 + 5 * AFTER)
+  })
+
+  it("back before the longer limit: the longer rule raises nothing, and its deadline is gone", () => {
+    const longer = rule("rul_off_long", "offline", { afterSeconds: (3 * AFTER) / 1000 }, { autoResolve: true })
+    const { host } = hostWith([offlineRule, longer])
+    const device = host.activate(fresh("dm"), T0)
+    host.seen(device, T0, undefined, T0)
+    host.wake(T0 + AFTER)
+    expect(host.drain().alerts.map((a) => a.rule.id)).toEqual(["rul_off"])
+    host.seen(device, T0 + 1.5 * AFTER, undefined, T0 + 1.5 * AFTER)
+    // Online again: every offline rule's alert that may be open is cleared (one never raised clears nothing).
+    expect(host.drain().alerts.map((a) => a._tag)).toEqual(["clear", "clear"])
+    // Only the shorter rule's deadline of the new period is held.
+    expect(host.nextDeadline()).toBe(T0 + 2.5 * AFTER)
+    host.wake(T0 + 2.4 * AFTER)
+    expect(host.drain().alerts).toEqual([])
+  })
+
+  it("offline at the shorter limit when its owner moved: the new owner raises the longer rule at its limit", () => {
+    const longer = rule("rul_off_long", "offline", { afterSeconds: (3 * AFTER) / 1000 })
+    const first = hostWith([offlineRule, longer]).host
+    const before = first.activate(fresh("dn"), T0)
+    first.seen(before, T0, undefined, T0)
+    first.wake(T0 + AFTER)
+    const row = stored(first, before)
+    // The row holds the longer limit as the device's deadline, for whoever owns it next.
+    expect(row.wakeAt).toBe(T0 + 3 * AFTER)
+
+    const { host } = hostWith([offlineRule, longer])
+    const late = T0 + 4 * AFTER
+    host.activate(fresh("dn", { snapshot: row.snapshot, wakeAt: row.wakeAt, liveness: "offline", livenessAt: T0 + AFTER, lastSeenAt: T0 }), late)
+    expect(host.drain().wake).toBe(T0 + 3 * AFTER)
+    host.wake(late)
+    expect(host.drain().alerts.map((a) => [a.rule.id, a.key])).toEqual([["rul_off_long", `offline@${T0 + 3 * AFTER}`]])
+    expect(host.nextDeadline()).toBeUndefined()
+  })
+
   it("fires one device's due deadline at a time, and none of a device forgotten meanwhile", () => {
     const { host } = hostWith([offlineRule])
     const [a, b, c] = ["da", "db", "dc"].map((id) => host.activate(fresh(id), T0))

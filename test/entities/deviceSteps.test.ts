@@ -112,9 +112,9 @@ describe("device steps: a machine without an actor", () => {
   it("emits what the host turns into alerts: offline at the deadline, online when seen again", () => {
     const { emitted } = throughSteps(10_000, scripts[1][2])
     expect(emitted).toEqual([
-      { type: "device.offline", deviceId: "dev_1", lastSeenAt: 9_000, at: 19_000 },
+      { type: "device.offline", deviceId: "dev_1", lastSeenAt: 9_000, at: 19_000, afterMs: 10_000 },
       { type: "device.online", deviceId: "dev_1", at: 25_000 },
-      { type: "device.offline", deviceId: "dev_1", lastSeenAt: 25_000, at: 35_000 }
+      { type: "device.offline", deviceId: "dev_1", lastSeenAt: 25_000, at: 35_000, afterMs: 10_000 }
     ])
   })
 
