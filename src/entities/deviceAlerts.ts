@@ -68,7 +68,8 @@ export const alertIntents = (push: (intent: AlertIntent) => void) => {
         const cause = event?.id ?? String(e.at)
         if (rule === undefined) return
         if (e.verdict === "breach") {
-          raise(device, rule, `anomaly:${cause}`, e.at, `value ${e.z.toFixed(1)} standard deviations from its baseline`, null)
+          // The event judged, as a threshold alert carries its own.
+          raise(device, rule, `anomaly:${cause}`, e.at, `value ${e.z.toFixed(1)} standard deviations from its baseline`, event ?? null)
         } else clear(device, rule, `clear:${cause}`, e.at)
         return
       }

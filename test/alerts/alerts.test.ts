@@ -197,7 +197,7 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     const [alert] = await alertsOnce(`unresolved=true&alertRule.id=${rule.id}`, (a) => a.length > 0, "the anomaly alert")
     // Only the outlier raised one.
     expect((await call("GET", `/alerts?alertRule.id=${rule.id}`)).body).toHaveLength(1)
-    expect(alert).toMatchObject({ device: { id: device.id }, alertRule: { id: rule.id } })
+    expect(alert).toMatchObject({ device: { id: device.id }, alertRule: { id: rule.id }, event: { name: "power", data: { watts: 400 } } })
     expect(alert.note).toMatch(/standard deviations/)
   })
 
