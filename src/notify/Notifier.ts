@@ -204,7 +204,8 @@ export const makeNotifier = (options: NotifierOptions = {}): NotifierService => 
     const body = nonEmpty(request.template?.body)
     const subject = title === undefined ? defaultTitle(request) : renderTemplate(title, data)
     if (channel === "webhook") {
-      const payload = body === undefined ? defaultWebhookBody(request, subject) : renderTemplate(body, data)
+      // A body written as JSON keeps its shape whatever the device's names and data hold.
+      const payload = body === undefined ? defaultWebhookBody(request, subject) : renderTemplate(body, data, /^\s*[[{]/.test(body) ? "json" : "none")
       return Effect.map(webhook(request, url ?? "", request.template?.webhookHeaders ?? {}, payload), (outcome) => [outcome])
     }
     const text = body === undefined ? defaultText(request) : renderTemplate(body, data)

@@ -26,6 +26,27 @@ describe("notification templates", () => {
     expect(JSON.parse(body)).toEqual({ text: "Boiler <room 2>", data: data.event.data })
   })
 
+  it("in a JSON body, escape a value inside a string as string content and print one outside strings as it is", () => {
+    const hostile = { ...data, device: { id: "dev_1", name: 'Boiler","alert":"alt_FORGED' } }
+    const source = '{"alert":"{{alert.id}}","device":"{{device.name}}","data":{{event.data}},"text":"{{event.data}}","n":{{event.data.celsius}}}'
+    const body = renderTemplate(source, hostile, "json")
+    expect(JSON.parse(body)).toEqual({
+      alert: "alr_1",
+      device: 'Boiler","alert":"alt_FORGED',
+      data: data.event.data,
+      text: JSON.stringify(data.event.data),
+      n: 91.5
+    })
+    // Quotes escaped in the template's own text, sections, and {{{raw}}} as the author wrote them.
+    const tricky = '{"a":"say \\"{{device.name}}\\"","b":[{{#event.data.sensors}}"{{.}}",{{/event.data.sensors}}"end"],"c":{{{event.data}}}}'
+    expect(JSON.parse(renderTemplate(tricky, hostile, "json"))).toEqual({
+      a: 'say "Boiler","alert":"alt_FORGED"',
+      b: ["a", "b", "end"],
+      c: data.event.data
+    })
+    expect(renderTemplate('{"x":"{{nothing}}"}', data, "json")).toBe('{"x":""}')
+  })
+
   it("escape values, not the template, when the output is HTML", () => {
     expect(renderTemplate("<b>{{device.name}}</b> {{event.data.sensors}}", data, "html")).toBe(
       "<b>Boiler &lt;room 2&gt;</b> [&quot;a&quot;,&quot;b&quot;]"

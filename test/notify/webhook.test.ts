@@ -52,6 +52,23 @@ describe("webhook notifications", () => {
     expect(JSON.parse(last.body)).toEqual({ text: "Boiler offline: Boiler (dev_1)", alert: "alr_1", data: { battery: 12, flags: ["low"] } })
   })
 
+  it("send a JSON body of the template's own shape whatever the device's name holds", async () => {
+    const hook = await receiver([200])
+    const request = alertRequest({
+      type: "webhook",
+      body: '{"alert":"{{alert.id}}","device":"{{device.name}}","data":"{{event.data}}"}',
+      webhookUrl: hook.url
+    })
+    const forged = { ...request, device: { id: "dev_1", name: 'Boiler","alert":"alt_FORGED' } }
+    expect(single(await run(notifier.notify(forged))).status).toBe("delivered")
+    expect(hook.received[0].headers["content-type"]).toBe("application/json")
+    expect(JSON.parse(hook.received[0].body)).toEqual({
+      alert: "alr_1",
+      device: 'Boiler","alert":"alt_FORGED',
+      data: JSON.stringify({ battery: 12, flags: ["low"] })
+    })
+  })
+
   it("are retried after a 429", async () => {
     const hook = await receiver([429, 204])
     const outcome = single(await run(notifier.notify(alertRequest({ webhookUrl: hook.url, body: "ping" }))))
