@@ -65,13 +65,22 @@ export const makeDeviceHost = (rulesOf: (organisationId: string) => Organisation
 
   /** Whatever a step of the machine did: its emissions, its timer's deadline, its liveness. */
   const settle = (device: HostedDevice, at: number) => {
-    for (const e of emitted.splice(0)) {
+    for (const emittedEvent of emitted.splice(0)) {
+      let e = emittedEvent
+      if (e.type === "device.offline") {
+        device.overdueMs = Math.max(device.overdueMs ?? 0, e.afterMs)
+        device.offlineAt = Math.max(device.offlineAt ?? e.at, e.at)
+      } else if (e.type === "device.online" && device.offlineAt !== null && e.at < device.offlineAt) {
+        e = { ...e, at: device.offlineAt }
+      }
       if (e.type !== "device.anomaly") at = e.at
-      if (e.type === "device.offline") device.overdueMs = Math.max(device.overdueMs ?? 0, e.afterMs)
       alerts.emitted(device, rulesFor(device), e, currentEvent)
     }
     const snapshot = device.snapshot
-    if (snapshot.value !== "offline") device.overdueMs = null
+    if (snapshot.value !== "offline") {
+      device.overdueMs = null
+      device.offlineAt = null
+    }
     const timer = device.timer
     if (timer !== undefined && Number.isNaN(timer.deadline)) {
       // The machine counts what is left from `timerFrom`.

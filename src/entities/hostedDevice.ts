@@ -46,6 +46,12 @@ export class HostedDevice {
    * the host's timer (`OVERDUE`) waits for the next longer offline rule's. Null otherwise.
    */
   overdueMs: number | null = null
+  /**
+   * Offline: when the latest limit told in this offline period passed (its alerts' `firstSeenAt`).
+   * A sign of life dated before it but told after it (its commit came after the owner read the
+   * device's row) brings the device back as of then, so that the clear is not older than the alerts.
+   */
+  offlineAt: number | null = null
   /** Newest sign of life not told to the machine yet. */
   noted: number | null = null
   rulesVersion = -1

@@ -179,6 +179,24 @@ describe("device host: the machine's offline timer as deadlines the bucket wakes
     expect(host.nextDeadline()).toBeUndefined()
   })
 
+  it("a sign dated before the deadline but told after it fired: back online as of the deadline, so the clear resolves the alert", () => {
+    const { host } = hostWith([offlineRule])
+    const device = host.activate(fresh("dp"), T0)
+    host.seen(device, T0, undefined, T0)
+    host.drain()
+    device.planned = device.reported = "online"
+    // The owner read the device's row before the sign's commit: offline at the deadline.
+    host.wake(T0 + AFTER + 1)
+    expect(host.drain().alerts).toMatchObject([{ _tag: "raise", at: T0 + AFTER }])
+    device.planned = device.reported = "offline"
+    host.seen(device, T0 + AFTER - 5, undefined, T0 + AFTER + 400)
+    const back = host.drain()
+    // Not older than the alert it clears (an alert slot turns away a clear older than its alert).
+    expect(back.alerts).toMatchObject([{ _tag: "clear", at: T0 + AFTER }])
+    expect(host.live(device)).toMatchObject({ state: "online", lastSeenAt: T0 + AFTER - 5 })
+    expect(back.wake).toBe(T0 + 2 * AFTER - 5)
+  })
+
   it("fires one device's due deadline at a time, and none of a device forgotten meanwhile", () => {
     const { host } = hostWith([offlineRule])
     const [a, b, c] = ["da", "db", "dc"].map((id) => host.activate(fresh(id), T0))
