@@ -84,6 +84,23 @@ describe("the server process", () => {
     expect(lines[0]).toMatch(/^voltaic: DATABASE_URL: cannot reach the database/)
   })
 
+  it("stops with one line when DATABASE_URL's server answers but is not PostgreSQL", async () => {
+    // Another service's port: it answers every connection with bytes that are not the protocol.
+    const impostor = createServer((socket) => socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n"))
+    await new Promise<void>((resolve) => impostor.listen(0, "127.0.0.1", resolve))
+    const address = impostor.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    try {
+      const exited = await runServerToExit({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/x` })
+      expect(exited.code).toBe(1)
+      const lines = oneLine(exited.stderr)
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatch(/^voltaic: DATABASE_URL: cannot reach the database .*is it a PostgreSQL server\?/)
+    } finally {
+      impostor.close()
+    }
+  }, 60_000)
+
   it("stops with one line naming a port already in use", async () => {
     const blocker = createServer()
     await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve))

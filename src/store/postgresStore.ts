@@ -87,6 +87,12 @@ const int8AsNumber = {
   parse: (value: string) => Number(value)
 }
 
+/**
+ * How long the start waits for the database's first answer: a connection's own timeout
+ * (`connect_timeout`, 5 s) and a retry or two, past which the start stops with one line.
+ */
+const FIRST_ANSWER_MS = 15_000
+
 /** While the link is down, how often a `select 1` checks it, so recovery is seen without traffic. */
 const PROBE_EVERY_MS = 1_000
 
@@ -132,12 +138,26 @@ export const openPostgres = Effect.fnUntraced(function*(url: Redacted.Redacted<s
           max_lifetime: null,
           onclose: (id) => lost(`connection ${id} closed by the server or the network`)
         }) as unknown as PostgresSql
+        let waited: ReturnType<typeof setTimeout> | undefined
         try {
-          await sql`select 1`
+          // A server that accepts connections but does not speak PostgreSQL (another service's
+          // port) never fails a connection's timeout: postgres.js reconnects on every answer it
+          // cannot read, and the query waits for good.
+          await Promise.race([
+            sql`select 1`,
+            new Promise<never>((_, reject) => {
+              waited = setTimeout(
+                () => reject(new Error(`no PostgreSQL answer within ${FIRST_ANSWER_MS / 1000} s: is it a PostgreSQL server?`)),
+                FIRST_ANSWER_MS
+              )
+            })
+          ])
         } catch (cause) {
           ending = true
           await sql.end({ timeout: 0 })
           throw cause
+        } finally {
+          clearTimeout(waited)
         }
         return sql
       },
