@@ -1,12 +1,12 @@
 import { connect } from "@nats-io/transport-node"
 import { Effect, Option } from "effect"
-import { createPrivateKey, type KeyObject, X509Certificate } from "node:crypto"
+import { X509Certificate } from "node:crypto"
 import { createSocket } from "node:dgram"
 import { existsSync } from "node:fs"
 import { readFile } from "node:fs/promises"
 import { createServer, isIPv6 } from "node:net"
 import { join } from "node:path"
-import { createSecureContext } from "node:tls"
+import { tlsProblem } from "../adapters/tls.ts"
 import { describeStartupFailure } from "../startupFailure.ts"
 import type { AppConfig } from "../config.ts"
 import { databaseTarget } from "../config.ts"
@@ -195,26 +195,8 @@ export const checkTls = (config: AppConfig, now: number): Effect.Effect<Array<Ve
     if (typeof certPem !== "string" || typeof keyPem !== "string") {
       return [certPem, keyPem].filter((v): v is Verdict => typeof v !== "string")
     }
-    let cert: X509Certificate
-    let key: KeyObject
-    try {
-      cert = new X509Certificate(certPem)
-    } catch (cause) {
-      return [fail("TLS_CERT_FILE", `${certFile} is not a PEM certificate (${reason(cause)})`)]
-    }
-    try {
-      key = createPrivateKey(keyPem)
-    } catch (cause) {
-      return [fail("TLS_KEY_FILE", `${keyFile} is not an unencrypted PEM private key (${reason(cause)})`)]
-    }
-    if (!cert.checkPrivateKey(key)) {
-      return [fail("TLS_KEY_FILE", `${keyFile} is not the key of the certificate in ${certFile}: give the key the certificate was made with`)]
-    }
-    try {
-      createSecureContext({ cert: certPem, key: keyPem })
-    } catch (cause) {
-      return [fail("TLS_CERT_FILE", `${certFile} and ${keyFile} are refused by TLS (${reason(cause)})`)]
-    }
+    const cert = tlsProblem(certFile, certPem, keyFile, keyPem)
+    if (!(cert instanceof X509Certificate)) return [fail(cert.setting, cert.message)]
     const from = Date.parse(cert.validFrom)
     const to = Date.parse(cert.validTo)
     const name = cert.subject.replaceAll("\n", ", ")

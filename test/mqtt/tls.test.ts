@@ -130,9 +130,14 @@ describe("TLS settings", () => {
   it("refuses a certificate without its key, a file it cannot read, and a key of another certificate, naming the setting", async () => {
     expect(failure(await start({ TLS_CERT_FILE: certs.server.cert }))).toContain("TLS_KEY_FILE: must be set with TLS_CERT_FILE")
     expect(failure(await start({ TLS_CERT_FILE: join(dir, "missing.crt"), TLS_KEY_FILE: certs.server.key }))).toMatch(/^TLS_CERT_FILE: .*missing\.crt cannot be read/)
-    expect(failure(await start({ TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: certs.stranger.key }))).toMatch(/^TLS_KEY_FILE: .* is not a key for the certificate/)
+    expect(failure(await start({ TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: certs.stranger.key }))).toMatch(/^TLS_KEY_FILE: .* is not the key of the certificate/)
+    // The setting at fault, as voltaic doctor names it: a file that is no certificate is TLS_CERT_FILE's.
     writeFileSync(join(dir, "garbage.crt"), "not a certificate")
-    expect(failure(await start({ TLS_CERT_FILE: join(dir, "garbage.crt"), TLS_KEY_FILE: certs.server.key }))).toMatch(/^TLS_KEY_FILE: .*garbage\.crt/)
+    expect(failure(await start({ TLS_CERT_FILE: join(dir, "garbage.crt"), TLS_KEY_FILE: certs.server.key }))).toMatch(/^TLS_CERT_FILE: .*garbage\.crt is not a PEM certificate/)
+    expect(failure(await start({ TLS_CERT_FILE: certs.server.cert, TLS_KEY_FILE: join(dir, "garbage.crt") }))).toMatch(/^TLS_KEY_FILE: .*garbage\.crt is not an unencrypted PEM private key/)
+    // Both TLS listeners refuse it: said once.
+    const twice = new ListenFailed({ setting: "TLS_CERT_FILE", message: "x.crt is not a PEM certificate" })
+    expect(new ListenersFailed({ failures: [twice, twice] }).line).toBe("TLS_CERT_FILE: x.crt is not a PEM certificate")
     for (const text of ["eighty", "0x50", "1e3", "-1"]) {
       expect(failure(await start({ MQTTS_PORT: text }))).toContain(`MQTTS_PORT: must be a port from 0 to 65535, or off; got ${text}`)
     }

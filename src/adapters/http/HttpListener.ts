@@ -12,7 +12,8 @@ export class ListenersFailed extends Schema.TaggedError<ListenersFailed>()("List
 }) {
   /** `PORT: 0.0.0.0:8080 is already in use; MQTT_PORT: 0.0.0.0:1883 is already in use` */
   get line(): string {
-    return this.failures.map((f) => `${f.setting}: ${f.message}`).join("; ")
+    // Once each: the HTTPS and MQTT-over-TLS listeners both refuse a bad certificate.
+    return [...new Set(this.failures.map((f) => `${f.setting}: ${f.message}`))].join("; ")
   }
 }
 
