@@ -95,6 +95,43 @@ export const AppConfig = Config.all({
 
 export type AppConfig = Config.Success<typeof AppConfig>
 
+export interface Listener {
+  readonly setting: string
+  readonly port: number
+  readonly protocol: "tcp" | "udp"
+}
+
+/** The listeners a start would open: the TLS ones only with a certificate, none set to `off`. */
+export const enabledListeners = (config: AppConfig): Array<Listener> => {
+  const tls = Option.isSome(config.tls)
+  const all: Array<[string, number | null, "tcp" | "udp", boolean]> = [
+    ["PORT", config.port, "tcp", true],
+    ["MQTT_PORT", config.mqttPort, "tcp", true],
+    ["MQTT_WS_PORT", config.mqttWsPort, "tcp", true],
+    ["COAP_PORT", config.coapPort, "udp", true],
+    ["HTTPS_PORT", config.httpsPort, "tcp", tls],
+    ["MQTTS_PORT", config.mqttsPort, "tcp", tls],
+    ["MQTT_WSS_PORT", config.mqttWssPort, "tcp", tls]
+  ]
+  return all.flatMap(([setting, port, protocol, on]) => (on && port !== null ? [{ setting, port, protocol }] : []))
+}
+
+/**
+ * Two listeners given one port (0 aside: the system picks each its own), each after the first
+ * with the setting it clashes with: `{ setting: "MQTT_PORT", message: "8080 is PORT's port too…" }`.
+ */
+export const portClashes = (config: AppConfig): Array<{ readonly setting: string; readonly message: string }> => {
+  const taken = new Map<string, string>()
+  const clashes: Array<{ setting: string; message: string }> = []
+  for (const { setting, port, protocol } of enabledListeners(config)) {
+    if (port === 0) continue
+    const twin = taken.get(`${protocol}:${port}`)
+    if (twin !== undefined) clashes.push({ setting, message: `${port} is ${twin}'s port too: give each listener its own` })
+    else taken.set(`${protocol}:${port}`, setting)
+  }
+  return clashes
+}
+
 export type DatabaseTarget =
   | { readonly _tag: "pglite"; readonly dataDir: string | undefined }
   | { readonly _tag: "postgres"; readonly url: Redacted.Redacted<string> }

@@ -101,6 +101,12 @@ describe("the server process", () => {
     }
   }, 60_000)
 
+  it("stops with one line naming two listeners given one port, before binding either", async () => {
+    const exited = await runServerToExit({ DATABASE_URL: "memory://", PORT: "18555", MQTT_PORT: "18555", MQTT_WS_PORT: "0", COAP_PORT: "0" })
+    expect(exited.code).toBe(1)
+    expect(oneLine(exited.stderr)).toEqual(["voltaic: MQTT_PORT: 18555 is PORT's port too: give each listener its own"])
+  })
+
   it("stops with one line naming a port already in use", async () => {
     const blocker = createServer()
     await new Promise<void>((resolve) => blocker.listen(0, "127.0.0.1", resolve))

@@ -1,6 +1,7 @@
 import { type Config, Context, Effect, Layer, Result } from "effect"
 import { CoapListener } from "./coap/CoapListener.ts"
-import type { ListenFailed, ListenersFailed } from "./http/HttpListener.ts"
+import { AppConfig, portClashes } from "../config.ts"
+import { ListenFailed, ListenersFailed } from "./http/HttpListener.ts"
 import { HttpPort } from "./http/HttpServer.ts"
 import { failWithAll } from "./listening.ts"
 import { MqttListeners } from "./mqtt/MqttServer.ts"
@@ -12,6 +13,9 @@ import { MqttListeners } from "./mqtt/MqttServer.ts"
  */
 export const ListenersLive = Layer.effectContext(
   Effect.gen(function*() {
+    // One port for two listeners: said as such, not as the second finding it in use.
+    const clashes = portClashes(yield* AppConfig)
+    if (clashes.length > 0) return yield* new ListenersFailed({ failures: clashes.map((clash) => new ListenFailed(clash)) })
     const bound = yield* Effect.all([Layer.build(HttpPort.layer), Layer.build(MqttListeners.layer), Layer.build(CoapListener.layer)], {
       mode: "result"
     })

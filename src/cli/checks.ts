@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { tlsProblem } from "../adapters/tls.ts"
 import { describeStartupFailure } from "../startupFailure.ts"
 import type { AppConfig } from "../config.ts"
-import { databaseTarget } from "../config.ts"
+import { databaseTarget, enabledListeners, type Listener } from "../config.ts"
 import { dataDirHolder } from "../store/dataDirLock.ts"
 import { loadMigrations } from "../store/migrate.ts"
 import { Sql } from "../store/Sql.ts"
@@ -35,27 +35,6 @@ const fail = (subject: string, detail: string): Verdict => ({ status: "fail", su
 
 const reason = (cause: unknown) => (cause instanceof Error ? cause.message : String(cause))
 const errorCode = (cause: unknown) => (typeof cause === "object" && cause !== null && "code" in cause ? String(cause.code) : "")
-
-interface Listener {
-  readonly setting: string
-  readonly port: number
-  readonly protocol: "tcp" | "udp"
-}
-
-/** The listeners a start would open: the TLS ones only with a certificate, none set to `off`. */
-export const enabledListeners = (config: AppConfig): Array<Listener> => {
-  const tls = Option.isSome(config.tls)
-  const all: Array<[string, number | null, "tcp" | "udp", boolean]> = [
-    ["PORT", config.port, "tcp", true],
-    ["MQTT_PORT", config.mqttPort, "tcp", true],
-    ["MQTT_WS_PORT", config.mqttWsPort, "tcp", true],
-    ["COAP_PORT", config.coapPort, "udp", true],
-    ["HTTPS_PORT", config.httpsPort, "tcp", tls],
-    ["MQTTS_PORT", config.mqttsPort, "tcp", tls],
-    ["MQTT_WSS_PORT", config.mqttWssPort, "tcp", tls]
-  ]
-  return all.flatMap(([setting, port, protocol, on]) => (on && port !== null ? [{ setting, port, protocol }] : []))
-}
 
 /** Binds the port as the server would (same host, no port sharing) and lets it go. */
 const tryBind = (listener: Listener, host: string): Promise<unknown> =>
