@@ -150,6 +150,20 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     expect((await call("GET", `/alerts?alertRule.id=${here.id}&device.id=${device.id}`)).body).toEqual([])
   })
 
+  it("a device whose space is deleted leaves that space's rules at once", async () => {
+    const doomed = (await call("POST", "/spaces", { name: "Annex" })).body
+    await call("POST", "/alertRules", {
+      name: "Annex silent", type: "offline", severity: "low", space: { id: doomed.id }, config: { afterSeconds: 600 }
+    })
+    const device = (await call("POST", "/devices", { name: "Annex meter", space: { id: doomed.id } })).body
+    await publish(device, "ping", 1)
+    const state = async () => (await call("GET", `/devices/${device.id}`)).body.live.state as string
+    await eventually(async () => ((await state()) === "online" ? true : undefined), RAISED_MS, "watched by the annex's offline rule")
+    expect((await call("DELETE", `/spaces/${doomed.id}`)).status).toBe(200)
+    // Its rule went with the space (and the device's space is none): no offline rule watches it.
+    await eventually(async () => ((await state()) === "unwatched" ? true : undefined), RAISED_MS, "no longer watched")
+  })
+
   it("acknowledges, then resolves, idempotently", async () => {
     const device = await newDevice("Pump")
     // Behind a gateway: its alerts name it (the Alert's `gateway`).

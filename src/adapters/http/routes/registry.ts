@@ -81,6 +81,12 @@ const noDevices = (): ReadonlyArray<string> => []
 
 const withLive = (devices: ReadonlyArray<DeviceJson>) => DeviceOwners.use((owners) => owners.withLive(devices))
 const forgetDevice = Effect.andThen(forgetCredentials, Ingest.use((ingest) => Effect.sync(() => ingest.forgetDevices())))
+/**
+ * A space or product deleted leaves its devices without one (`ON DELETE SET NULL`): their owners
+ * take the rules of their new place, as for a device moved (rare: every device of the organisation
+ * held in memory reads its place again).
+ */
+const placesGone = (organisationId: string) => DeviceOwners.use((owners) => owners.rulesChanged(organisationId))
 
 /** Spaces, devices, products, places and gateways. */
 export const registryRoutes = (api: Api): void => {
@@ -163,7 +169,7 @@ export const registryRoutes = (api: Api): void => {
     // Moved: its owner takes the rules of its new space or product (offline timers included).
     afterUpdate: (organisationId, id, body) =>
       body.space === undefined && body.product === undefined ? Effect.void : DeviceOwners.use((owners) => owners.deviceMoved(organisationId, id)),
-    afterDelete: forgetDevice,
+    afterDelete: () => forgetDevice,
     // A device created, moved to another space or deleted takes its liveness and open alerts along.
     spacesOf: spacesOfDevice
   })
@@ -191,6 +197,7 @@ export const registryRoutes = (api: Api): void => {
         )),
     // Its timezone (the entity holds it) changed, or it was deleted.
     spacesOf: (_sql, _organisationId, id) => Effect.succeed([id]),
+    afterDelete: placesGone,
     present: presentSpaces
   })
 
@@ -204,7 +211,8 @@ export const registryRoutes = (api: Api): void => {
     createBody: createProductBody,
     updateBody: updateProductBody,
     // Deleting a product deletes its rules and their alerts.
-    spacesOf: (sql, organisationId, id) => spacesWithOpenAlerts(sql, organisationId, { productId: id })
+    spacesOf: (sql, organisationId, id) => spacesWithOpenAlerts(sql, organisationId, { productId: id }),
+    afterDelete: placesGone
   })
 
   registerResource(api, {

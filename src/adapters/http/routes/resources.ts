@@ -45,8 +45,8 @@ export interface ResourceSpec<T> {
   ) => Effect.Effect<Record<string, unknown>, DomainError | SqlError>
   /** Runs after an update, with the row and the fields written (a device moved to another space or product). */
   readonly afterUpdate?: (organisationId: string, id: string, body: Record<string, unknown>) => Effect.Effect<void, never, HttpServices>
-  /** Runs after a delete (a deleted device's key must stop working at once). */
-  readonly afterDelete?: Effect.Effect<void, never, HttpServices>
+  /** Runs after a delete (a deleted device's key must stop working at once), with the organisation. */
+  readonly afterDelete?: (organisationId: string) => Effect.Effect<void, never, HttpServices>
   /** Answers `GET {path}/{id}` instead of the store query (devices: a cached read). */
   readonly readOne?: (organisationId: string, id: string) => Effect.Effect<unknown, DomainError | SqlError, HttpServices>
   /** Runs after any create, update or delete, with the organisation (rules reconfigure actors). */
@@ -180,7 +180,7 @@ export const registerResource = <T>(api: Api, spec: ResourceSpec<T>): void => {
       yield* deleteRow(sql, spec.table, principal.organisationId, params.id)
       yield* devicesChanged(principal.organisationId)
       yield* reseedSpaces(before)
-      if (spec.afterDelete !== undefined) yield* spec.afterDelete
+      if (spec.afterDelete !== undefined) yield* spec.afterDelete(principal.organisationId)
       if (spec.afterWrite !== undefined) yield* spec.afterWrite(principal.organisationId)
       return { id: params.id, deleted: true }
     }
