@@ -66,6 +66,8 @@ describe.each(STORE_KINDS)("alerts on %s", (kind) => {
     const offline = (await call("POST", "/alertRules", { name: "gone", type: "offline", severity: "low", config: { afterSeconds: 60 } })).body
     expect((await call("PUT", `/alertRules/${offline.id}`, { config: { eventName: "t", max: 1 } })).body.error.field).toBe("config.afterSeconds")
     expect((await call("PUT", `/alertRules/${offline.id}`, { config: { afterSeconds: 30 } })).body.config).toEqual({ afterSeconds: 30 })
+    // Off again: an organisation-wide offline rule would watch the devices of the tests after this one.
+    expect((await call("PUT", `/alertRules/${offline.id}`, { enabled: false })).body.enabled).toBe(false)
     expect((await call("PUT", "/alertRules/rul_missing", { config: { afterSeconds: 30 } })).status).toBe(404)
 
     const email = (await call("POST", "/notificationTemplates", { type: "email", title: "t" })).body
