@@ -1,5 +1,6 @@
 import { z } from "@hono/zod-openapi"
 import { Effect, Predicate } from "effect"
+import { makeDeviceResolver } from "../../../ingest/devices.ts"
 import { Ingest } from "../../../ingest/Ingest.ts"
 import { commandRunInput, deviceRefSchema, slugify } from "../../../ingest/schemas.ts"
 import { deleteRow, getOne, insertRow, listOf, type Table, updateRow } from "../../../store/crud.ts"
@@ -9,7 +10,7 @@ import { readBody } from "../body.ts"
 import { idParams, listParams } from "../params.ts"
 import { type Api, listReply, validate } from "../route.ts"
 import { deletedSchema } from "../schemas.ts"
-import { deviceOfOrganisation, deviceOfRef, formData, isJson } from "./traffic.ts"
+import { deviceOfOrganisation, formData, isJson } from "./traffic.ts"
 
 const commandSchema = z.object({
   id: z.string(),
@@ -88,7 +89,9 @@ export const commandRoutes = (api: Api): void => {
     handle: function*({ principal, body }) {
       const sql = yield* Sql
       const slug = body.slug ?? slugify(body.name)
-      const deviceId = yield* deviceOfRef(principal, body.device)
+      // Named as an ingest names it (id, customId, or both agreeing); none is created: a command
+      // configures a device, it does not act as one (a new customId is 404).
+      const deviceId = yield* makeDeviceResolver(sql, () => Effect.void).resolveDevice(principal, body.device, false)
       const id = yield* insertRow(sql, commandsTable, principal.organisationId, { name: body.name, slug, device: { id: deviceId } })
       return yield* getOne(sql, commandQuery, principal.organisationId, id)
     }

@@ -38,37 +38,6 @@ export const deviceOfOrganisation = (principal: Principal, deviceId: string) =>
   )
 
 /**
- * The organisation's device a body names by `id`, `customId` or both (which must agree); 404
- * for none. Nothing is created: this is for configuring a device (its commands), not acting as it.
- */
-export const deviceOfRef = (principal: Principal, ref: { readonly id?: string | undefined; readonly customId?: string | undefined }) =>
-  Effect.gen(function*() {
-    const sql = yield* Sql
-    const { id, customId } = ref
-    if (customId === undefined) {
-      if (id === undefined) return yield* new InvalidInput({ field: "device", message: "device: name the device with device.id or device.customId" })
-      return yield* deviceOfOrganisation(principal, id)
-    }
-    const [row] = id === undefined
-      ? yield* sql.query<{ id: string; custom_id: string | null }>(
-        "SELECT id, custom_id FROM devices WHERE organisation_id = $1 AND custom_id = $2",
-        [principal.organisationId, customId]
-      )
-      : yield* sql.query<{ id: string; custom_id: string | null }>(
-        "SELECT id, custom_id FROM devices WHERE id = $1 AND organisation_id = $2",
-        [id, principal.organisationId]
-      )
-    if (row === undefined) return yield* id === undefined ? new NotFound({ resource: "device with customId", id: customId }) : new NotFound({ resource: "device", id })
-    if (row.custom_id !== customId) {
-      return yield* new InvalidInput({
-        field: "device.customId",
-        message: `device.customId: device ${row.id} has customId ${JSON.stringify(row.custom_id)}, not ${JSON.stringify(customId)}`
-      })
-    }
-    return row.id
-  })
-
-/**
  * Reads of a device's history: a device key reads only itself; others name a device of theirs.
  * The device whose history is read, and the store's check that it is the organisation's (none
  * for a device key), apart: a cached events page runs the check only when it reads the store.
