@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { tlsProblem } from "../adapters/tls.ts"
 import { describeStartupFailure } from "../startupFailure.ts"
 import type { AppConfig } from "../config.ts"
-import { databaseTarget, enabledListeners, type Listener } from "../config.ts"
+import { databaseTarget, enabledListeners, type Listener, portClashes } from "../config.ts"
 import { dataDirHolder } from "../store/dataDirLock.ts"
 import { loadMigrations } from "../store/migrate.ts"
 import { Sql } from "../store/Sql.ts"
@@ -53,13 +53,13 @@ const tryBind = (listener: Listener, host: string): Promise<unknown> =>
     }
   })
 
-const portVerdict = async (listener: Listener, host: string, taken: Map<string, string>): Promise<Verdict> => {
+const portVerdict = async (listener: Listener, host: string, clashes: ReadonlyMap<string, string>): Promise<Verdict> => {
   const { setting, port, protocol } = listener
   const address = `${host}:${port}${protocol === "udp" ? " (UDP)" : ""}`
   if (port === 0) return ok(setting, `0: the system picks a free port at each start`)
-  const twin = taken.get(`${protocol}:${port}`)
-  if (twin !== undefined) return fail(setting, `${port} is ${twin}'s port too: give each listener its own`)
-  taken.set(`${protocol}:${port}`, setting)
+  // As a start refuses it (`portClashes`): the second of two listeners on one port.
+  const clash = clashes.get(setting)
+  if (clash !== undefined) return fail(setting, clash)
   const error = await tryBind(listener, host)
   if (error === undefined) return ok(setting, `${address} is free`)
   const code = errorCode(error)
@@ -76,9 +76,9 @@ const portVerdict = async (listener: Listener, host: string, taken: Map<string, 
 /** Each listener's port free to bind (or a clash, with who holds it where Linux tells). */
 export const checkPorts = (config: AppConfig): Effect.Effect<Array<Verdict>> =>
   Effect.promise(async () => {
-    const taken = new Map<string, string>()
+    const clashes = new Map(portClashes(config).map((c) => [c.setting, c.message]))
     const verdicts: Array<Verdict> = []
-    for (const listener of enabledListeners(config)) verdicts.push(await portVerdict(listener, config.host, taken))
+    for (const listener of enabledListeners(config)) verdicts.push(await portVerdict(listener, config.host, clashes))
     return verdicts
   })
 

@@ -17,6 +17,7 @@ import { makeAuthenticate, storeBehindRetry } from "./connect.ts"
 import { mqttRefusal } from "./errors.ts"
 import { guardConnection, isDropped, MAX_PACKET_BYTES, MAX_PACKET_BYTES_UNAUTHENTICATED } from "./guard.ts"
 import { makePersistence } from "./persistence.ts"
+import { onceQos2 } from "./qos2.ts"
 import { decode, type IngestRequest, ingestPublish } from "./publish.ts"
 import { AlreadyLogged, connectionAnnotations, describePeer, principalKey, recheckSessions, type Session, VoltaicAedes, Watchers } from "./sessions.ts"
 import { makeSubscriptions } from "./subscriptions.ts"
@@ -145,8 +146,7 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         )
       }
 
-      /** Per connection, the QoS 2 publishes being stored now, by packet id. */
-      const storingQos2 = new WeakMap<Client, Set<number>>()
+      const qos2 = onceQos2(persistence, brokerId)
 
       const authorizePublish: NonNullable<AedesOptions["authorizePublish"]> = (client, packet, callback) => {
         const session = client === null ? undefined : sessions.get(client)
@@ -154,28 +154,9 @@ export class MqttBroker extends Context.Service<MqttBroker, MqttBrokerService>()
         // topic closed the connection (`guardConnection`, already logged) is not acted on.
         if (client === null || session === undefined) return callback(new AlreadyLogged("no session"))
         if (isDropped(packet)) return callback(new AlreadyLogged("closed"))
-        const id = packet.messageId
-        if (packet.qos !== 2 || id === undefined) return authorizeOnce(client, session, packet, callback)
-        // A QoS 2 PUBLISH sent again before its PUBREL is one message [MQTT-4.3.3-2]: aedes answers
-        // it with PUBREC again and publishes nothing (it holds the packet until PUBREL), and it is
-        // not stored again. One still being stored here is not in aedes's hands yet.
-        let storing = storingQos2.get(client)
-        if (storing === undefined) storingQos2.set(client, storing = new Set())
-        const held = storing
-        if (held.has(id)) return accept(packet, callback)
-        held.add(id)
-        // The store keeps incoming packets by client and packet id; the rest of the packet is not read.
-        persistence.incomingGetPacket(client, { ...packet, brokerId, brokerCounter: 0 }).then(
-          () => {
-            held.delete(id)
-            accept(packet, callback)
-          },
-          () =>
-            authorizeOnce(client, session, packet, (error) => {
-              held.delete(id)
-              callback(error)
-            })
-        )
+        // QoS 0 and 1 (nearly all) straight on, without the closures the QoS 2 check takes.
+        if (packet.qos !== 2 || packet.messageId === undefined) return authorizeOnce(client, session, packet, callback)
+        qos2(client, packet.messageId, packet, callback, (done) => accept(packet, done), (done) => authorizeOnce(client, session, packet, done))
       }
 
       const authorizeOnce = (client: Client, session: Session, packet: PublishPacket, callback: (error: Error | null) => void) => {
