@@ -86,7 +86,11 @@ describe("the server process", () => {
 
   it("stops with one line when DATABASE_URL's server answers but is not PostgreSQL", async () => {
     // Another service's port: it answers every connection with bytes that are not the protocol.
-    const impostor = createServer((socket) => socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n"))
+    // A client that writes as the answer closes the socket resets it: this listener expects that.
+    const impostor = createServer((socket) => {
+      socket.on("error", () => undefined)
+      socket.end("HTTP/1.1 400 Bad Request\r\nconnection: close\r\n\r\n")
+    })
     await new Promise<void>((resolve) => impostor.listen(0, "127.0.0.1", resolve))
     const address = impostor.address()
     const port = typeof address === "object" && address !== null ? address.port : 0
